@@ -1,0 +1,225 @@
+"""Linear transformers of PAPER.md §1-§2 as a TransformerLens HookedRootModule.
+
+One layer (PAPER.md §1): e_i ← e_i + Σ_k P_k S Q_k e_i with S = Σ_{j≤n} e_j e_jᵀ over the n
+context tokens (the query is masked as a key, no 1/n), applied to every token, query included.
+The prediction is ŷ = −y of the query after the last layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from einops import einsum
+from jaxtyping import Float
+from torch import Tensor, nn
+
+try:  # TransformerLens >= 4 exports it at the top level
+    from transformer_lens import HookedRootModule
+except ImportError:  # pragma: no cover - older releases
+    from transformer_lens.hook_points import HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+from interp.config import ModelConfig
+
+
+@dataclass
+class Omegas:
+    """The four products of a DIAG layer (PAPER.md §2), each [L]: ω_xx = Σ_k p_x q_x, ..."""
+
+    omega_xx: Tensor
+    omega_xy: Tensor
+    omega_yx: Tensor
+    omega_yy: Tensor
+
+    def stack(self) -> Float[Tensor, "L 4"]:
+        """Columns ω_xx, ω_xy, ω_yx, ω_yy."""
+        return torch.stack([self.omega_xx, self.omega_xy, self.omega_yx, self.omega_yy], dim=-1)
+
+
+def diag_matrices(
+    p_x: Tensor, p_y: Tensor, q_x: Tensor, q_y: Tensor, d: int
+) -> tuple[Float[Tensor, "*h D D"], Float[Tensor, "*h D D"]]:
+    """P_k = diag(p_x I_d, p_y), Q_k = diag(q_x I_d, q_y) for scalars of any leading shape."""
+    ones = torch.ones(d, dtype=p_x.dtype, device=p_x.device)
+    p_diag = torch.cat([p_x[..., None] * ones, p_y[..., None]], dim=-1)
+    q_diag = torch.cat([q_x[..., None] * ones, q_y[..., None]], dim=-1)
+    return torch.diag_embed(p_diag), torch.diag_embed(q_diag)
+
+
+class LinearAttention(nn.Module):
+    """One multi-head linear self-attention layer, parameterized as FULL, DIAG or GD++."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        H, D = cfg.n_heads, cfg.d_model
+        kw = dict(dtype=cfg.torch_dtype)
+        if cfg.param == "full":
+            self.P = nn.Parameter(torch.zeros(H, D, D, **kw))
+            self.Q = nn.Parameter(torch.zeros(H, D, D, **kw))
+        else:
+            self.p_x = nn.Parameter(torch.zeros(H, **kw))
+            self.p_y = nn.Parameter(torch.zeros(H, **kw))
+            self.q_x = nn.Parameter(torch.zeros(H, **kw))
+            if cfg.param == "diag":
+                self.q_y = nn.Parameter(torch.zeros(H, **kw))
+        self.hook_stats = HookPoint()  # S = Σ_{j≤n} e_j e_jᵀ, [batch, D, D]
+        self.hook_result = HookPoint()  # per-head update P_k S Q_k e_i, [batch, pos, head, D]
+
+    def diag_params(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(p_x, p_y, q_x, q_y), each [H]; q_y is zero for GD++."""
+        if self.cfg.param == "full":
+            raise ValueError("a FULL layer has no (p_x, p_y, q_x, q_y); fit it with interp.probes")
+        q_y = self.q_y if self.cfg.param == "diag" else torch.zeros_like(self.q_x)
+        return self.p_x, self.p_y, self.q_x, q_y
+
+    def matrices(self) -> tuple[Float[Tensor, "H D D"], Float[Tensor, "H D D"]]:
+        """The materialized (P, Q) of every head."""
+        if self.cfg.param == "full":
+            return self.P, self.Q
+        return diag_matrices(*self.diag_params(), d=self.cfg.d)
+
+    def forward(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos H D"]:
+        ctx = resid[:, :-1]  # keys and values come from the n context tokens only
+        S = self.hook_stats(einsum(ctx, ctx, "b n i, b n j -> b i j"))
+        P, Q = self.matrices()
+        SQ = einsum(S, Q, "b i j, h j k -> b h i k")
+        A = einsum(P, SQ, "h i j, b h j k -> b h i k")  # A_k = P_k S Q_k
+        return self.hook_result(einsum(A, resid, "b h i j, b p j -> b p h i"))
+
+
+class LinearBlock(nn.Module):
+    """Residual wrapper: e ← e + Σ_k P_k S Q_k e (PAPER.md §1)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attn = LinearAttention(cfg)
+        self.hook_resid_pre = HookPoint()
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_post = HookPoint()
+
+    def forward(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos D"]:
+        resid = self.hook_resid_pre(resid)
+        attn_out = self.hook_attn_out(self.attn(resid).sum(dim=2))
+        return self.hook_resid_post(resid + attn_out)
+
+
+class LinearTransformer(HookedRootModule):
+    """L layers of linear self-attention reading out ŷ = −y_query (PAPER.md §1).
+
+    Hook points (TransformerLens names): `hook_tokens`, and for every layer l
+    `blocks.{l}.hook_resid_pre`, `blocks.{l}.attn.hook_stats` [batch, D, D],
+    `blocks.{l}.attn.hook_result` [batch, pos, head, D], `blocks.{l}.hook_attn_out`,
+    `blocks.{l}.hook_resid_post`; D = d + 1, pos = n + 1.
+    """
+
+    def __init__(self, cfg: ModelConfig, init: bool = True, generator: torch.Generator | None = None):
+        super().__init__()
+        self.cfg = cfg
+        self.hook_tokens = HookPoint()
+        self.blocks = nn.ModuleList([LinearBlock(cfg) for _ in range(cfg.n_layers)])
+        self.setup()
+        if init:
+            self.init_weights(generator)
+
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
+        """Small Gaussian init, std = init_scale / n_layers (PAPER.md §7: ~1e-3 keeps deep models stable)."""
+        std = self.cfg.init_scale / self.cfg.n_layers
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float64).to(p.dtype) * std)
+
+    # ------------------------------------------------------------------ running
+    def residual_stream(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L+1 batch pos D"]:
+        """Tokens before the first layer and after every layer."""
+        self._check_tokens(tokens)
+        resid = self.hook_tokens(tokens)
+        out = [resid]
+        for block in self.blocks:
+            resid = block(resid)
+            out.append(resid)
+        return torch.stack(out)
+
+    def forward(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
+        """ŷ = −y_{n+1} after the last layer."""
+        self._check_tokens(tokens)
+        resid = self.hook_tokens(tokens)
+        for block in self.blocks:
+            resid = block(resid)
+        return -resid[:, -1, -1]
+
+    def predict_per_layer(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L+1 batch"]:
+        """ŷ after 0, 1, ..., L layers (row 0 is the zero prediction of the raw query)."""
+        return -self.residual_stream(tokens)[:, :, -1, -1]
+
+    def _check_tokens(self, tokens: Tensor) -> None:
+        if tokens.ndim != 3 or tokens.shape[-1] != self.cfg.d_model or tokens.shape[1] < 2:
+            raise ValueError(
+                f"tokens must be [batch, n+1, d+1] with d+1 = {self.cfg.d_model} and n >= 1, "
+                f"got {list(tokens.shape)}"
+            )
+
+    # ------------------------------------------------------------------ weights
+    @property
+    def P(self) -> Float[Tensor, "L H D D"]:
+        """Materialized P^l_k of every layer and head."""
+        return torch.stack([b.attn.matrices()[0] for b in self.blocks])
+
+    @property
+    def Q(self) -> Float[Tensor, "L H D D"]:
+        """Materialized Q^l_k of every layer and head."""
+        return torch.stack([b.attn.matrices()[1] for b in self.blocks])
+
+    def omegas(self) -> Omegas:
+        """ω_xx, ω_xy, ω_yx, ω_yy per layer (PAPER.md §2), for DIAG and GD++ models."""
+        if self.cfg.param == "full":
+            raise ValueError("omegas() is defined for diag and gdpp models; fit a FULL model with interp.probes")
+        p_x, p_y, q_x, q_y = (torch.stack(t) for t in zip(*(b.attn.diag_params() for b in self.blocks)))
+        return Omegas(
+            omega_xx=(p_x * q_x).sum(-1),
+            omega_xy=(p_x * q_y).sum(-1),
+            omega_yx=(p_y * q_x).sum(-1),
+            omega_yy=(p_y * q_y).sum(-1),
+        )
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_matrices(cls, P: Tensor, Q: Tensor, dtype: str | None = None) -> "LinearTransformer":
+        """A FULL model with the given P, Q of shape [L, H, d+1, d+1]."""
+        P, Q = torch.as_tensor(P), torch.as_tensor(Q)
+        if P.ndim != 4 or P.shape != Q.shape or P.shape[-1] != P.shape[-2] or P.shape[-1] < 2:
+            raise ValueError(f"P and Q must both be [L, H, d+1, d+1], got {list(P.shape)} and {list(Q.shape)}")
+        if dtype is None:
+            dtype = "float64" if P.dtype == torch.float64 else "float32"
+        L, H, D, _ = P.shape
+        model = cls(ModelConfig(d=D - 1, n_layers=L, n_heads=H, param="full", dtype=dtype), init=False)
+        with torch.no_grad():
+            for block, p, q in zip(model.blocks, P, Q):
+                block.attn.P.copy_(p)
+                block.attn.Q.copy_(q)
+        return model
+
+    @classmethod
+    def from_omegas(cls, omegas: Tensor, d: int, dtype: str = "float64") -> "LinearTransformer":
+        """A 2-head DIAG model realising any ω's, given as [L, 4] (ω_xx, ω_xy, ω_yx, ω_yy).
+
+        Head 1: p_x = 1, q_x = ω_xx, q_y = ω_xy; head 2: p_y = 1, q_x = ω_yx, q_y = ω_yy.
+        """
+        omegas = torch.as_tensor(omegas, dtype=torch.float64)
+        if omegas.ndim != 2 or omegas.shape[1] != 4:
+            raise ValueError(f"omegas must be [L, 4], got {list(omegas.shape)}")
+        model = cls(ModelConfig(d=d, n_layers=omegas.shape[0], n_heads=2, param="diag", dtype=dtype), init=False)
+        with torch.no_grad():
+            for block, (w_xx, w_xy, w_yx, w_yy) in zip(model.blocks, omegas):
+                a = block.attn
+                a.p_x.copy_(torch.tensor([1.0, 0.0]))
+                a.p_y.copy_(torch.tensor([0.0, 1.0]))
+                a.q_x.copy_(torch.stack([w_xx, w_yx]))
+                a.q_y.copy_(torch.stack([w_xy, w_yy]))
+        return model
+
+    def to_full(self) -> "LinearTransformer":
+        """The same function as a FULL model (materialized P, Q)."""
+        with torch.no_grad():
+            return type(self).from_matrices(self.P.detach().clone(), self.Q.detach().clone(), dtype=self.cfg.dtype)

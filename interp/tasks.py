@@ -1,0 +1,185 @@
+"""Noisy linear regression tasks with a per-sequence noise level (PAPER.md §4).
+
+Noise priors are given as the CLI's string specs:
+  fixed:σ                 every sequence has noise std σ
+  uniform:σ_max           σ ~ U(0, σ_max)
+  categorical:1,3[;p1,p2] σ uniform over the listed values, or with the given probabilities
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class NoisePrior:
+    """A distribution over the per-sequence noise std σ_τ."""
+
+    kind: str  # "fixed" | "uniform" | "categorical"
+    values: tuple[float, ...]  # fixed: (σ,); uniform: (σ_max,); categorical: the σ's
+    probs: tuple[float, ...] = ()  # categorical only; uniform over values when empty
+
+    @classmethod
+    def parse(cls, spec: str) -> "NoisePrior":
+        """Parse `fixed:σ`, `uniform:σ_max` or `categorical:1,3[;p1,p2]`; ValueError on bad input."""
+        if not isinstance(spec, str) or ":" not in spec:
+            raise ValueError(f"{spec!r} is not a noise spec (fixed:σ, uniform:σ_max or categorical:1,3[;p1,p2])")
+        kind, _, body = spec.partition(":")
+        kind = kind.strip().lower()
+        try:
+            if kind in ("fixed", "uniform"):
+                values = (float(body),)
+                probs: tuple[float, ...] = ()
+            elif kind == "categorical":
+                vals, _, ps = body.partition(";")
+                values = tuple(float(v) for v in vals.split(","))
+                probs = tuple(float(p) for p in ps.split(",")) if ps else ()
+            else:
+                raise ValueError(f"unknown noise prior {kind!r} in {spec!r} (fixed, uniform or categorical)")
+        except ValueError as err:
+            if "unknown noise prior" in str(err):
+                raise
+            raise ValueError(f"{spec!r}: numbers expected after '{kind}:'") from None
+        if any(not (v == v) or v in (float("inf"), float("-inf")) for v in values + probs):
+            raise ValueError(f"{spec!r}: values must be finite")
+        if any(v < 0 for v in values):
+            raise ValueError(f"{spec!r}: noise std must be >= 0")
+        if probs:
+            if len(probs) != len(values):
+                raise ValueError(f"{spec!r}: {len(values)} values but {len(probs)} probabilities")
+            if any(p < 0 for p in probs) or abs(sum(probs) - 1.0) > 1e-6:
+                raise ValueError(f"{spec!r}: probabilities must be >= 0 and sum to 1")
+        return cls(kind, values, probs)
+
+    @property
+    def spec(self) -> str:
+        body = ",".join(f"{v:g}" for v in self.values)
+        if self.probs:
+            body += ";" + ",".join(f"{p:g}" for p in self.probs)
+        return f"{self.kind}:{body}"
+
+    def __str__(self) -> str:
+        return self.spec
+
+    @property
+    def sigma_max(self) -> float:
+        return max(self.values)
+
+    @property
+    def support(self) -> tuple[float, ...]:
+        """The σ's with non-zero mass (categorical / fixed); for uniform, (0, σ_max) as an interval."""
+        return self.values if self.kind != "uniform" else (0.0, self.values[0])
+
+    def category_probs(self) -> tuple[float, ...]:
+        if self.kind == "categorical":
+            return self.probs or tuple(1.0 / len(self.values) for _ in self.values)
+        return (1.0,)
+
+    def mean_sigma2(self) -> float:
+        """E[σ²] under the prior (σ_max²/3 for uniform)."""
+        if self.kind == "fixed":
+            return self.values[0] ** 2
+        if self.kind == "uniform":
+            return self.values[0] ** 2 / 3.0
+        return sum(p * v**2 for p, v in zip(self.category_probs(), self.values))
+
+    def sample(self, batch: int, generator: torch.Generator, dtype=torch.float32, device="cpu") -> Tensor:
+        """σ_τ for `batch` sequences, shape [batch]."""
+        if self.kind == "fixed":
+            return torch.full((batch,), self.values[0], dtype=dtype, device=device)
+        if self.kind == "uniform":
+            return torch.rand(batch, generator=generator, dtype=dtype, device=device) * self.values[0]
+        probs = torch.tensor(self.category_probs(), dtype=torch.float64, device=device)
+        idx = torch.multinomial(probs, batch, replacement=True, generator=generator)
+        return torch.tensor(self.values, dtype=dtype, device=device)[idx]
+
+
+def as_prior(noise: "str | NoisePrior") -> NoisePrior:
+    return noise if isinstance(noise, NoisePrior) else NoisePrior.parse(noise)
+
+
+@dataclass
+class TaskBatch:
+    """A batch of in-context regression problems.
+
+    tokens: [batch, n+1, d+1], context (x_i, y_i) then the query (x_t, 0)
+    target: [batch], the noise-free query label y_t = ⟨w, x_t⟩
+    sigma: [batch], each sequence's noise std σ_τ
+    w: [batch, d], the true weights
+    """
+
+    tokens: Tensor
+    target: Tensor
+    sigma: Tensor
+    w: Tensor
+
+    @property
+    def x(self) -> Tensor:
+        """Context inputs [batch, n, d]."""
+        return self.tokens[:, :-1, :-1]
+
+    @property
+    def y(self) -> Tensor:
+        """Context labels [batch, n]."""
+        return self.tokens[:, :-1, -1]
+
+    @property
+    def x_query(self) -> Tensor:
+        """Query input [batch, d]."""
+        return self.tokens[:, -1, :-1]
+
+    def to(self, *args, **kwargs) -> "TaskBatch":
+        return TaskBatch(*(t.to(*args, **kwargs) for t in (self.tokens, self.target, self.sigma, self.w)))
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+
+def _gaussian(shape: tuple[int, ...], cov: Tensor | None, generator, dtype, device) -> Tensor:
+    z = torch.randn(*shape, generator=generator, dtype=dtype, device=device)
+    if cov is None:
+        return z
+    chol = torch.linalg.cholesky(torch.as_tensor(cov, dtype=torch.float64)).to(dtype=dtype, device=device)
+    return z @ chol.T
+
+
+def sample_tasks(
+    batch: int,
+    d: int = 10,
+    n: int = 20,
+    noise: "str | NoisePrior" = "uniform:5",
+    generator: torch.Generator | None = None,
+    *,
+    x_cov: Tensor | None = None,
+    query_cov: Tensor | None = None,
+    w_cov: Tensor | None = None,
+    sigma: Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> TaskBatch:
+    """Sample `batch` sequences: w ~ N(0, w_cov), x_i ~ N(0, x_cov), y_i = ⟨w, x_i⟩ + σ_τ ξ_i (PAPER.md §4).
+
+    Covariances default to I_d; `query_cov` defaults to `x_cov` (set it apart for query shift).
+    `sigma` overrides the prior with given per-sequence stds [batch] (per-σ profiles).
+    """
+    prior = as_prior(noise)
+    if generator is None:
+        generator = torch.Generator(device=device).manual_seed(0)
+    w = _gaussian((batch, d), w_cov, generator, dtype, device)
+    x = _gaussian((batch, n, d), x_cov, generator, dtype, device)
+    x_t = _gaussian((batch, d), x_cov if query_cov is None else query_cov, generator, dtype, device)
+    if sigma is None:
+        sigma = prior.sample(batch, generator, dtype=dtype, device=device)
+    else:
+        sigma = torch.as_tensor(sigma, dtype=dtype, device=device).expand(batch).clone()
+    xi = torch.randn(batch, n, generator=generator, dtype=dtype, device=device)
+    y = torch.einsum("bnd,bd->bn", x, w) + sigma[:, None] * xi
+    target = torch.einsum("bd,bd->b", x_t, w)
+    tokens = torch.zeros(batch, n + 1, d + 1, dtype=dtype, device=device)
+    tokens[:, :n, :d] = x
+    tokens[:, :n, d] = y
+    tokens[:, n, :d] = x_t
+    return TaskBatch(tokens, target, sigma, w)

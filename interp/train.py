@@ -1,0 +1,250 @@
+"""Trainer: Adam on fresh data each step, geometric checkpoint trajectory, exact resume (PAPER.md §7)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from interp import checkpoints as ck
+from interp.config import ModelConfig, TrainConfig
+from interp.model import LinearTransformer
+from interp.tasks import as_prior, sample_tasks
+
+# Peak learning rate of the fast one-cycle preset by depth: the stable peak falls with depth
+# (PAPER.md §7: 2 layers at 1e-2 fine, 4 layers diverged at 5e-3 but trained at 2e-3).
+FAST_PEAK_LR = {1: 1e-2, 2: 1e-2, 3: 4e-3, 4: 2e-3, 5: 1.5e-3, 6: 1e-3}
+FAST_STEPS_PER_LAYER = 2000
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became non-finite; the message names the step and the last good checkpoint."""
+
+
+@dataclass
+class TrainResult:
+    model: LinearTransformer
+    run_dir: Path
+    step: int
+    loss: float  # mean training ½·MSE over the last logging window
+
+
+def resolve(cfg: TrainConfig) -> TrainConfig:
+    """Fill steps / lr / schedule from the preset where they were left at None."""
+    L = cfg.model.n_layers
+    if cfg.preset == "paper":
+        defaults = dict(steps=200_000, lr=1e-4, schedule="constant")
+    elif cfg.preset == "fast":
+        defaults = dict(steps=FAST_STEPS_PER_LAYER * max(L, 1), lr=FAST_PEAK_LR.get(L, 1e-3), schedule="onecycle")
+    else:
+        raise ValueError(f"unknown preset {cfg.preset!r} (fast or paper)")
+    fill = {k: v for k, v in defaults.items() if getattr(cfg, k) is None}
+    cfg = dataclasses.replace(cfg, **fill)
+    if cfg.schedule not in ("onecycle", "constant"):
+        raise ValueError(f"unknown schedule {cfg.schedule!r} (onecycle or constant)")
+    if cfg.steps < 1 or cfg.batch < 1 or cfg.n < 1 or not cfg.lr > 0:
+        raise ValueError("steps, batch and n must be >= 1 and lr > 0")
+    as_prior(cfg.noise)
+    return cfg
+
+
+def learning_rate(cfg: TrainConfig, step: int) -> float:
+    """lr for the update that takes the model from `step` to `step + 1`."""
+    if cfg.schedule == "constant":
+        return cfg.lr
+    warm = max(1, int(cfg.warmup * cfg.steps))
+    if step < warm:  # linear warm-up from lr/25
+        return cfg.lr * (0.04 + 0.96 * step / warm)
+    frac = (step - warm) / max(1, cfg.steps - warm)
+    return cfg.lr * (1e-3 + (1 - 1e-3) * 0.5 * (1 + math.cos(math.pi * frac)))  # cosine to lr/1000
+
+
+def checkpoint_steps(total: int, count: int) -> list[int]:
+    """About `count` steps from 0 to `total`, geometrically spaced (dense early, sparse late)."""
+    if count < 2:
+        return [0, total]
+    steps = np.unique(np.round(np.geomspace(1, total, count - 1)).astype(int))
+    return sorted({0, total, *steps.tolist()})
+
+
+def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> torch.Tensor:
+    batch = sample_tasks(
+        cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, dtype=cfg.model.torch_dtype, device=cfg.device
+    )
+    return 0.5 * ((model(batch.tokens) - batch.target) ** 2).mean()  # ½·MSE (PAPER.md §6)
+
+
+def _init_model(cfg: TrainConfig) -> LinearTransformer:
+    gen = torch.Generator().manual_seed(cfg.seed)
+    if cfg.init is None:
+        return LinearTransformer(cfg.model, generator=gen)
+    src = ck.load(cfg.init)
+    if src.cfg.d != cfg.model.d:
+        raise ValueError(f"--init: {cfg.init} has d={src.cfg.d} but the run asks for d={cfg.model.d}")
+    if src.cfg.n_layers != cfg.model.n_layers:
+        raise ValueError(f"--init: {cfg.init} has {src.cfg.n_layers} layers but the run asks for {cfg.model.n_layers}")
+    if cfg.model.param == "full":
+        P, Q = src.P.detach(), src.Q.detach()
+        std = cfg.init_noise
+        P = P + std * torch.randn(P.shape, generator=gen, dtype=torch.float64).to(P.dtype)
+        Q = Q + std * torch.randn(Q.shape, generator=gen, dtype=torch.float64).to(Q.dtype)
+        model = LinearTransformer(cfg.model, init=False)
+        if tuple(P.shape[1:2]) != (cfg.model.n_heads,):
+            raise ValueError(f"--init: {cfg.init} has {P.shape[1]} heads but the run asks for {cfg.model.n_heads}")
+        with torch.no_grad():
+            for block, p, q in zip(model.blocks, P, Q):
+                block.attn.P.copy_(p)
+                block.attn.Q.copy_(q)
+        return model
+    if src.cfg != cfg.model:
+        raise ValueError(f"--init: {cfg.init} is a {src.cfg.param} model with {src.cfg.n_heads} heads; "
+                         f"only FULL runs start from a different parameterization")
+    with torch.no_grad():
+        for p in src.parameters():
+            p.add_(cfg.init_noise * torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.dtype))
+    return src
+
+
+def _optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list]:
+    sd = opt.state_dict()
+    tensors = {}
+    for idx, state in sd["state"].items():
+        for key, val in state.items():
+            tensors[f"opt.{idx}.{key}"] = torch.as_tensor(val)
+    return tensors, sd["param_groups"]
+
+
+def _load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], groups: list) -> None:
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for key, val in tensors.items():
+        if key.startswith("opt."):
+            _, idx, name = key.split(".", 2)
+            state.setdefault(int(idx), {})[name] = val
+    opt.load_state_dict({"state": state, "param_groups": groups})
+
+
+def _save_resume(run_dir: Path, model, opt, gen: torch.Generator, step: int, window: list[float]) -> None:
+    tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
+    opt_t, groups = _optimizer_tensors(opt)
+    tensors.update(opt_t)
+    tensors["rng.data"] = gen.get_state()
+    meta = {"model_config": model.cfg.to_dict(), "step": step, "param_groups": groups, "window": window}
+    ck.save_tensors(run_dir / ck.RESUME_FILE, tensors, meta)
+
+
+def _all_finite(model: LinearTransformer) -> bool:
+    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
+
+
+def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, progress: bool = True) -> TrainResult:
+    """Train `cfg` into `run_dir`; with `resume`, continue that run from its resume state.
+
+    The data stream is torch.Generator(seed + 1); the init uses torch.Generator(seed). A resumed run
+    ends with the same weights as an uninterrupted one (same thread count, same device).
+    """
+    run_dir = Path(run_dir)
+    if resume:
+        cfg = load_run_config(run_dir)
+    cfg = resolve(cfg)
+    gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed + 1)
+    model = _init_model(cfg).to(cfg.device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    start, window = 0, []
+    metrics_path = run_dir / ck.METRICS_FILE
+    if resume:
+        tensors, meta = ck.read_tensors(run_dir / ck.RESUME_FILE)
+        weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+        model = ck.model_from_tensors(run_dir / ck.RESUME_FILE, weights, meta["model_config"]).to(cfg.device)
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        _load_optimizer(opt, tensors, meta["param_groups"])
+        gen.set_state(tensors["rng.data"])
+        start, window = int(meta["step"]), list(meta.get("window", []))
+        _truncate_metrics(metrics_path, start)
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        ck.atomic_write_text(run_dir / ck.CONFIG_FILE, json.dumps(
+            {"format_version": ck.FORMAT_VERSION, **cfg.to_dict()}, indent=2, sort_keys=True))
+        metrics_path.write_text("")
+    save_at = set(checkpoint_steps(cfg.steps, cfg.n_checkpoints))
+    last_good = None
+    for s, p in ck.list_checkpoints(run_dir):
+        if s <= start:
+            last_good = p
+    if start == 0 and 0 in save_at:
+        last_good = run_dir / ck.CKPT_DIR / ck.checkpoint_name(0)
+        ck.save_checkpoint(last_good, model, 0, noise=cfg.noise, seed=cfg.seed)
+    bar = tqdm(total=cfg.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True)
+    t0, t_log, s_log = time.perf_counter(), time.perf_counter(), start
+    mean = float("nan")
+    with open(metrics_path, "a") as log:
+        for step in range(start, cfg.steps):
+            lr = learning_rate(cfg, step)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            loss = _loss(model, cfg, gen)
+            value = loss.item()
+            if not math.isfinite(value):
+                bar.close()
+                raise TrainingDiverged(
+                    f"step {step + 1}: loss is {value}; training stopped, last good checkpoint: {last_good}")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip if cfg.clip else float("inf"))
+            opt.step()
+            window.append(value)
+            done = step + 1
+            if done % cfg.log_every == 0 or done == cfg.steps:
+                mean = float(np.mean(window))
+                now = time.perf_counter()
+                rate = (done - s_log) / max(now - t_log, 1e-9)
+                log.write(json.dumps({"step": done, "loss": mean, "lr": lr, "grad_norm": float(grad_norm),
+                                      "steps_per_s": rate, "elapsed_s": now - t0}) + "\n")
+                log.flush()
+                bar.set_postfix(loss=f"{mean:.4g}", lr=f"{lr:.2g}")
+                t_log, s_log, window = now, done, []
+            bar.update(1)
+            if done in save_at or done % cfg.resume_every == 0:
+                if not _all_finite(model):
+                    bar.close()
+                    raise TrainingDiverged(
+                        f"step {done}: weights are non-finite; training stopped, last good checkpoint: {last_good}")
+                if done in save_at:
+                    last_good = run_dir / ck.CKPT_DIR / ck.checkpoint_name(done)
+                    ck.save_checkpoint(last_good, model, done, noise=cfg.noise, seed=cfg.seed)
+                _save_resume(run_dir, model, opt, gen, done, window)
+    bar.close()
+    return TrainResult(model=model, run_dir=run_dir, step=cfg.steps, loss=mean)
+
+
+def load_run_config(run_dir: str | Path) -> TrainConfig:
+    """The TrainConfig a run directory was started with."""
+    path = Path(run_dir) / ck.CONFIG_FILE
+    if not Path(run_dir).is_dir():
+        raise ck.CheckpointError(f"{run_dir}: no such run directory")
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ck.CheckpointError(f"{path}: no such file (not a run directory)") from None
+    except (OSError, json.JSONDecodeError) as err:
+        raise ck.CheckpointError(f"{path}: unreadable run config ({err})") from None
+    version = data.pop("format_version", None)
+    if version != ck.FORMAT_VERSION:
+        raise ck.CheckpointError(f"{path}: unknown run config format version {version!r}")
+    try:
+        return TrainConfig.from_dict(data)
+    except (KeyError, TypeError, ValueError) as err:
+        raise ck.CheckpointError(f"{path}: bad run config ({err})") from None
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+    ck.atomic_write_text(path, "".join(line + "\n" for line in keep))
