@@ -248,3 +248,20 @@ def _truncate_metrics(path: Path, step: int) -> None:
         return
     keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
     ck.atomic_write_text(path, "".join(line + "\n" for line in keep))
+
+
+def is_complete(run_dir: str | Path) -> bool:
+    """True when the run directory holds its final checkpoint."""
+    run_dir = Path(run_dir)
+    if not (run_dir / ck.CONFIG_FILE).exists():
+        return False
+    ckpts = ck.list_checkpoints(run_dir)
+    return bool(ckpts) and ckpts[-1][0] == resolve(load_run_config(run_dir)).steps
+
+
+def prior_slug(noise: str) -> str:
+    """A directory-friendly name for a noise spec: uniform:5 -> uniform5, categorical:1,3 -> cat13."""
+    spec = as_prior(noise).spec
+    kind, _, body = spec.partition(":")
+    kind = {"categorical": "cat"}.get(kind, kind)
+    return kind + body.replace(",", "").replace(";", "p").replace(".", "_")
