@@ -18,6 +18,7 @@ try:  # TransformerLens >= 4 exports it at the top level
     from transformer_lens import HookedRootModule
 except ImportError:  # pragma: no cover - older releases
     from transformer_lens.hook_points import HookedRootModule
+from transformer_lens.ActivationCache import ActivationCache
 from transformer_lens.hook_points import HookPoint
 
 from interp.config import ModelConfig
@@ -131,6 +132,13 @@ class LinearTransformer(HookedRootModule):
                 p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float64).to(p.dtype) * std)
 
     # ------------------------------------------------------------------ running
+    def run_with_cache(self, *args, return_cache_object: bool = True, **kwargs):
+        """(ŷ, cache); the cache is an ActivationCache, so `cache["resid_pre", 0]` works as in TransformerLens."""
+        out, cache_dict = super().run_with_cache(*args, **kwargs)
+        if return_cache_object:
+            return out, ActivationCache(cache_dict, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+        return out, cache_dict
+
     def residual_stream(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L+1 batch pos D"]:
         """Tokens before the first layer and after every layer."""
         self._check_tokens(tokens)

@@ -63,7 +63,7 @@ def existing_path(text: str) -> str:
     return text
 
 
-COMMANDS = ["train"]  # each: interp/cli/{name}.py with add(subparsers)
+COMMANDS = ["train", "eval", "probe"]  # each: interp/cli/{name}.py with add(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args.argv = argv
     prog = f"interp {args.command}"
     try:
         return args.func(args)

@@ -32,6 +32,8 @@ def add(sub) -> None:
                    help="gradient-norm clip, 0 for none (default 1.0)")
     p.add_argument("--checkpoints", type=positive_int("--checkpoints"), default=30,
                    help="checkpoints on a geometric schedule from step 0 to the end (default 30)")
+    p.add_argument("--save-every", type=positive_int("--save-every"), default=500,
+                   help="steps between saves of the resume state (default 500)")
     p.add_argument("--init", type=existing_path, metavar="CKPT", help="start from this checkpoint or run directory")
     p.add_argument("--init-noise", type=positive_float("--init-noise", allow_zero=True), default=0.0,
                    help="std of a Gaussian perturbation added to --init weights (default 0)")
@@ -80,7 +82,7 @@ def cmd_train(args) -> int:
         model = ModelConfig(d=args.d, n_layers=args.layers, n_heads=args.heads, param=args.arch, dtype=args.dtype)
         cfg = TrainConfig(model=model, noise=args.noise, n=args.n, seed=args.seed, preset=args.preset,
                           steps=args.steps, batch=args.batch, lr=args.lr, schedule=args.schedule,
-                          clip=args.clip or None, n_checkpoints=args.checkpoints, init=args.init,
+                          clip=args.clip or None, n_checkpoints=args.checkpoints, resume_every=args.save_every, init=args.init,
                           init_noise=args.init_noise, device=args.device)
     try:
         result = train(cfg, run_dir, resume=bool(args.resume), progress=not args.no_progress)
@@ -92,7 +94,8 @@ def cmd_train(args) -> int:
 
 
 def _given(args, name: str) -> bool:
-    return f"--{name}" in " ".join(sys.argv) or any(a.startswith(f"--{name}=") for a in sys.argv)
+    """Whether --name was on the command line (not just its default)."""
+    return any(a == f"--{name}" or a.startswith(f"--{name}=") for a in args.argv)
 
 
 def _print_train_summary(result) -> None:

@@ -1,0 +1,261 @@
+"""`interp eval`: adjusted evaluation loss of models and baselines, with the paper's Table 1 beside it.
+
+Views: `table` (one number per predictor on the prior), `profile` (adjusted loss at each fixed σ from 0 to
+σ_max + 1) and `layers` (the prediction after K = 0..L layers of each model, on the prior and per σ).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+from interp.cli import ArgError, existing_path, noise_spec, positive_int
+
+BASELINES = ("ols", "constrr", "adarr", "tunedrr", "gd", "bayes")
+
+
+def add(sub) -> None:
+    p = sub.add_parser("eval", help="adjusted evaluation loss of models and baselines", description=(
+        "Adjusted evaluation loss (½·MSE minus the oracle ridge's ½·MSE on the same sequences, PAPER.md §6) of "
+        "each model next to OLS, ConstRR, AdaRR, TunedRR, GD-k and the Bayes floor, with the paper's Table 1 value "
+        "where one exists. MODEL is a checkpoint file or a run directory (its last checkpoint)."))
+    p.add_argument("models", nargs="*", type=existing_path, metavar="MODEL", help="checkpoint files or run directories")
+    p.add_argument("--noise", type=noise_spec,
+                   help="noise prior of the evaluation tasks (default: the first model's training prior, else uniform:5)")
+    p.add_argument("--view", choices=["table", "profile", "layers"], default="table",
+                   help="table: one number per predictor (default); profile: per fixed σ; layers: after every layer")
+    p.add_argument("--n-seq", type=positive_int("--n-seq"), default=100_000,
+                   help="sequences for the table view (default 100000)")
+    p.add_argument("--profile-seq", type=positive_int("--profile-seq"), default=10_000,
+                   help="sequences per σ in the profile and layers views (default 10000)")
+    p.add_argument("--sigmas", type=_sigmas, metavar="LIST|A:B:STEP",
+                   help="evaluation σ's, e.g. 0,1,3 or 0:6:0.5 (default 0 to σ_max + 1 in steps of 0.5)")
+    p.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0; same seed, same numbers)")
+    p.add_argument("--chunk", type=positive_int("--chunk"), default=10_000, help="sequences per forward pass (memory)")
+    p.add_argument("--d", type=positive_int("--d"), help="task dimension d (default: the models' d, else 10)")
+    p.add_argument("--n", type=positive_int("--n"), default=20, help="context length n (default 20)")
+    p.add_argument("--baselines", type=_baseline_list, default=list(BASELINES), metavar="LIST",
+                   help=f"comma-separated subset of {','.join(BASELINES)} (default all; gd = GD-k for k in --gd-steps)")
+    p.add_argument("--no-baselines", action="store_true", help="models only")
+    p.add_argument("--gd-steps", type=positive_int("--gd-steps"), nargs="+", metavar="K",
+                   help="steps of the GD-k baselines (default: the models' layer counts, else 1)")
+    p.add_argument("--csv", nargs="?", const="-", metavar="PATH", help="write rows as CSV to PATH (stdout without PATH)")
+    p.add_argument("--json", nargs="?", const="-", metavar="PATH", help="write results as JSON to PATH (stdout without PATH)")
+    p.add_argument("--threads", type=positive_int("--threads"), default=1, help="torch CPU threads (default 1)")
+    p.set_defaults(func=cmd_eval)
+
+
+def _sigmas(text: str) -> list[float]:
+    try:
+        if ":" in text:
+            a, b, step = (float(v) for v in text.split(":"))
+            if step <= 0 or b < a:
+                raise ValueError
+            count = int((b - a) / step + 1e-9)
+            values = [round(a + i * step, 10) for i in range(count + 1)]
+        else:
+            values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sigmas must be a list like 0,1,3 or A:B:STEP with STEP > 0, got {text!r}") from None
+    if any(not (v >= 0) or v == float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"--sigmas must be finite and >= 0, got {text!r}")
+    return values
+
+
+def _baseline_list(text: str) -> list[str]:
+    names = [t.strip().lower() for t in text.split(",") if t.strip()]
+    bad = [nm for nm in names if nm not in BASELINES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"--baselines: unknown {', '.join(bad) or 'empty list'} (choose from {','.join(BASELINES)})")
+    return names
+
+
+def _load_models(paths: list[str], d: int | None) -> tuple[list[dict], int]:
+    from interp.checkpoints import load_with_meta
+    from interp.train import load_run_config
+
+    models = []
+    for path in paths:
+        model, meta = load_with_meta(path)
+        noise = meta.get("noise")
+        if noise is None and Path(path).is_dir():
+            noise = load_run_config(path).noise
+        if d is None:
+            d = model.cfg.d
+        if model.cfg.d != d:
+            raise ArgError(f"{path}: checkpoint has d={model.cfg.d} but the task has d={d} (--d)")
+        models.append(dict(path=path, model=model, noise=noise, step=meta.get("step")))
+    return models, d if d is not None else 10
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "–"
+    if v != 0 and abs(v) < 1e-3:
+        return f"{v:.2e}"
+    return f"{v:.4f}"
+
+
+def _render(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
+
+
+def cmd_eval(args) -> int:
+    import torch
+
+    from interp.evaluate import evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile
+    from interp.tuning import baselines as make_baselines
+    from interp.tuning import tuned
+
+    torch.set_num_threads(args.threads)
+    if args.csv == "-" and args.json == "-":
+        raise ArgError("--csv and --json cannot both write to stdout; give one of them a PATH")
+    models, d = _load_models(args.models, args.d)
+    noise = args.noise or next((m["noise"] for m in models if m["noise"]), None) or "uniform:5"
+    if args.n <= d and args.view == "table" and not args.no_baselines:
+        args.baselines = [b for b in args.baselines if b not in ("adarr", "tunedrr")]  # need n > d
+    gd_steps = tuple(args.gd_steps or sorted({m["model"].cfg.n_layers for m in models}) or (1,))
+    names = [] if args.no_baselines else [nm for b in args.baselines for nm in ([f"gd{k}" for k in gd_steps] if b == "gd" else [b])]
+    if args.view == "layers" and not models:
+        raise ArgError("--view layers: give at least one MODEL")
+    if not models and not names:
+        raise ArgError("nothing to evaluate: give a MODEL or drop --no-baselines")
+
+    preds, meta = {}, {}
+    for m in models:
+        cfg = m["model"].cfg
+        label = _label(m["path"], [x["path"] for x in models])
+        preds[label] = m["model"]
+        in_dist = m["noise"] is not None and _same_prior(m["noise"], noise) and cfg.n_heads == 1
+        meta[label] = dict(kind="model", path=m["path"], step=m["step"], arch=cfg.param, layers=cfg.n_layers,
+                           trained_on=m["noise"],
+                           paper=paper_value(cfg.param, noise, cfg.n_layers, d, args.n) if in_dist else None)
+    tuning = None
+    if names:
+        base = make_baselines(noise, d, args.n, gd_steps=gd_steps, names=names)
+        rec = tuned(noise, d, args.n, gd_steps)
+        tuning = {k: _strip_grid(v) for k, v in rec.items()}
+        for nm, fn in base.items():
+            preds[nm] = fn
+            meta[nm] = dict(kind="baseline", paper=paper_value(nm, noise, None, d, args.n), params=_params(nm, rec))
+
+    sigmas = args.sigmas or sigma_grid(noise)
+    rows: list[dict] = []
+    common = dict(noise=noise, d=d, n=args.n, seed=args.seed)
+    if args.view == "table":
+        for nm, est in evaluate(preds, noise, args.n_seq, d, args.n, args.seed, args.chunk).items():
+            rows.append(dict(view="table", name=nm, sigma=None, layer=None, **est.to_dict(), paper=meta[nm]["paper"]))
+    elif args.view == "profile":
+        for nm, ests in sigma_profile(preds, sigmas, args.profile_seq, d, args.n, args.seed, args.chunk).items():
+            rows += [dict(view="profile", name=nm, sigma=s, layer=None, **e.to_dict(), paper=None) for s, e in zip(sigmas, ests)]
+    else:
+        for nm, info in meta.items():
+            if info["kind"] != "model":
+                continue
+            model = preds[nm]
+            on_prior = per_layer_loss(model, noise, args.n_seq, d, args.n, args.seed, args.chunk)
+            grid = per_layer_profile(model, sigmas, args.profile_seq, d, args.n, args.seed, args.chunk)
+            for k, est in enumerate(on_prior):
+                rows.append(dict(view="layers", name=nm, sigma=None, layer=k, **est.to_dict(), paper=None))
+                rows += [dict(view="layers", name=nm, sigma=s, layer=k, **e.to_dict(), paper=None) for s, e in zip(sigmas, grid[k])]
+
+    if args.csv:
+        _write(args.csv, _csv(rows, common))
+    if args.json:
+        payload = dict(**common, view=args.view, n_seq=args.n_seq, profile_seq=args.profile_seq,
+                       sigmas=sigmas if args.view != "table" else None, predictors=meta, tuning=tuning, rows=rows)
+        _write(args.json, json.dumps(payload, indent=1, default=_json_default) + "\n")
+    if "-" not in (args.csv, args.json):
+        print(_terminal(args.view, rows, meta, noise, d, args, sigmas))
+    return 0
+
+
+def _label(path: str, all_paths: list[str]) -> str:
+    p = Path(path)
+    name = p.name if p.is_dir() else f"{p.parent.parent.name}/{p.stem}" if p.parent.name == "checkpoints" else p.name
+    return name if sum(Path(q).name == p.name for q in all_paths) <= 1 else str(path)
+
+
+def _same_prior(a: str, b: str) -> bool:
+    from interp.tasks import as_prior
+
+    return as_prior(a) == as_prior(b)
+
+
+def _params(name: str, rec: dict) -> dict:
+    if name == "constrr":
+        return {"lam": rec["constrr"]["lam"]}
+    if name == "tunedrr":
+        return {"mult": rec["tunedrr"]["mult"], "clip": rec["tunedrr"]["clip"]}
+    if name.startswith("gd"):
+        return {"steps": int(name[2:]), "eta": rec["gd"][name[2:]]["eta"]}
+    if name == "adarr":
+        return {"divisor": f"n - d = {rec['n'] - rec['d']}"}
+    if name == "bayes":
+        return {"prior": rec["prior"]}
+    return {}
+
+
+def _strip_grid(v):
+    if isinstance(v, dict):
+        return {k: _strip_grid(x) for k, x in v.items() if k != "grid"}
+    return v
+
+
+def _json_default(obj):
+    return str(obj)
+
+
+def _csv(rows: list[dict], common: dict) -> str:
+    buf = io.StringIO()
+    fields = ["view", "name", "noise", "d", "n", "seed", "layer", "sigma", "mean", "stderr", "n_seq", "paper"]
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({**common, **{k: ("" if v is None else v) for k, v in r.items()}})
+    return buf.getvalue()
+
+
+def _write(target: str, text: str) -> None:
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        Path(target).write_text(text)
+    except OSError as err:
+        raise ArgError(f"{target}: cannot write ({err.strerror})") from None
+
+
+def _terminal(view: str, rows: list[dict], meta: dict, noise: str, d: int, args, sigmas: list[float]) -> str:
+    head = f"adjusted evaluation loss on {noise} (d={d}, n={args.n}, seed={args.seed})"
+    if view == "table":
+        out = []
+        for r in rows:
+            info = meta[r["name"]]
+            what = (f"{info['arch'].upper()} L={info['layers']}" if info["kind"] == "model" else
+                    ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in info["params"].items()))
+            paper = info["paper"]
+            ratio = f"{r['mean'] / paper:.2f}" if paper else "–"
+            out.append([r["name"], what, _fmt(r["mean"]), _fmt(r["stderr"]), _fmt(paper), ratio])
+        return (f"{head}, {args.n_seq} sequences\n"
+                + _render(["predictor", "what", "adjusted", "± s.e.", "paper", "ours/paper"], out)
+                + "\npaper: Table 1 of Vladymyrov et al. 2024 where the cell exists (models: only on their training prior).")
+    if view == "profile":
+        names = list(dict.fromkeys(r["name"] for r in rows))
+        table = [[nm, *(_fmt(r["mean"]) for r in rows if r["name"] == nm)] for nm in names]
+        return (f"{head}: per fixed σ, {args.profile_seq} sequences each\n"
+                + _render(["predictor \\ σ", *(f"{s:g}" for s in sigmas)], table))
+    parts = []
+    for nm in dict.fromkeys(r["name"] for r in rows):
+        sub = [r for r in rows if r["name"] == nm]
+        L = max(r["layer"] for r in sub)
+        table = [[f"K={k}", *(_fmt(r["mean"]) for r in sub if r["layer"] == k)] for k in range(L + 1)]
+        parts.append(f"{nm}: prediction after K of {L} layers ({args.n_seq} sequences on the prior, "
+                     f"{args.profile_seq} per σ)\n" + _render(["layers", "prior", *(f"σ={s:g}" for s in sigmas)], table))
+    return head + "\n\n" + "\n\n".join(parts)

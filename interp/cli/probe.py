@@ -1,0 +1,113 @@
+"""`interp probe`: every probe of interp.probes on checkpoints or run directories, as one JSON file."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from interp.cli import ArgError, existing_path, noise_spec, positive_int
+
+
+def add(sub) -> None:
+    p = sub.add_parser("probe", help="read the implicit per-layer model and fit it to the paper's forms", description=(
+        "Reads, through the model's hooks, the implicit linear model of every layer (Theorem 4.1), compares it "
+        "with OLS / ridge / GD, fits the layers to the paper's algebraic forms and writes one JSON file "
+        "(schema: README, 'Probe JSON schema'); prints a short per-layer table per model."))
+    p.add_argument("checkpoints", nargs="+", type=existing_path, metavar="CKPT",
+                   help="checkpoint files or run directories (a run directory means its last checkpoint)")
+    p.add_argument("--noise", type=noise_spec,
+                   help="noise prior of the probe sequences (default: the prior each checkpoint was trained on)")
+    p.add_argument("--out", required=True, help="JSON file to write")
+    p.add_argument("--n-seq", type=positive_int("--n-seq"), default=10_000, help="probe sequences (default 10 000)")
+    p.add_argument("--n", type=positive_int("--n"), help="context length (default: the run's, else 20)")
+    p.add_argument("--chunk", type=positive_int("--chunk"), default=2_000, help="sequences per chunk (default 2 000)")
+    p.add_argument("--fit-seq", type=positive_int("--fit-seq"), default=4_096,
+                   help="sequences for the form fits, GD-step and constant-λ tuning, from the first chunk (default 4 096)")
+    p.add_argument("--ablation-seq", type=int, default=20_000,
+                   help="sequences for the DIAG ablation's adjusted loss, 0 to skip (default 20 000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the probe sequences (default 0)")
+    p.add_argument("--threads", type=positive_int("--threads"), default=1, help="torch CPU threads (default 1)")
+    p.set_defaults(func=cmd_probe)
+
+
+def cmd_probe(args) -> int:
+    import torch
+
+    from interp.checkpoints import load_with_meta, resolve_checkpoint
+    from interp.probes import probe_model
+
+    if args.ablation_seq < 0:
+        raise ArgError(f"--ablation-seq must be >= 0, got {args.ablation_seq}")
+    out = Path(args.out)
+    if out.is_dir():
+        raise ArgError(f"--out: {out} is a directory")
+    if not out.parent.exists():
+        raise ArgError(f"--out: directory {out.parent} does not exist")
+    torch.set_num_threads(args.threads)
+    models = []
+    for path in args.checkpoints:
+        file = resolve_checkpoint(path)
+        model, meta = load_with_meta(file)
+        noise = args.noise or meta.get("noise")
+        if noise is None:
+            raise ArgError(f"--noise: required ({path} does not record its training prior)")
+        n = args.n or _run_n(path) or 20
+        if n + 1 < model.cfg.d + 1:
+            raise ArgError(f"--n: {n} is too short for d = {model.cfg.d} (least squares needs n >= d)")
+        rec = probe_model(model, noise, n_seq=args.n_seq, n=n, seed=args.seed, chunk=args.chunk,
+                          fit_seq=args.fit_seq, ablation_seq=args.ablation_seq)
+        models.append({"path": str(path), "checkpoint": str(file), "step": meta.get("step"),
+                       "trained_noise": meta.get("noise"), **rec})
+        print_table(models[-1])
+    argv = getattr(args, "argv", None) or sys.argv[1:]
+    doc = {"format": "interp-probe", "format_version": 1, "command": ["interp", *argv], "models": models}
+    from interp.checkpoints import atomic_write_text
+
+    atomic_write_text(out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+def _run_n(path: str) -> int | None:
+    cfg = Path(path) / "config.json"
+    if not cfg.is_file():
+        cfg = Path(path).parent.parent / "config.json"  # run/checkpoints/step_*.safetensors
+    try:
+        return int(json.loads(cfg.read_text())["n"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _f(x, fmt: str = ".3g") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def print_table(rec: dict) -> None:
+    """One row per layer l = 1..L."""
+    L = rec["n_layers"]
+    print(f"\n{rec['path']}: {rec['param'].upper()} L={L} H={rec['n_heads']} step {rec.get('step')}, "
+          f"{rec['n_seq']} sequences of {rec['noise']}")
+    imp, sol, lam, fits, proj = rec["implicit"], rec["solvers"], rec["implied_lambda"], rec["fits"], rec["projection"]
+    abl = rec.get("ablation")
+    head = ["l", "a/b diff", "lsq resid", "cos OLS", "cos ridge", "cos GD", "impl λ", "ρ(λ,σ)",
+            "DIAG R²", "equiv R²", "off-DIAG", "Δloss abl", "const λ", "λ mism"]
+    rows = []
+    for l in range(1, L + 1):
+        rows.append([str(l), _f(imp["lstsq_vs_recursion"][l], ".1e"), _f(imp["lstsq_residual"][l], ".1e"),
+                     _f(sol["cos_ols"][l]), _f(sol["cos_ridge_oracle"][l]), _f(sol["cos_gd"][l]),
+                     _f(lam["median"][l]), _f(lam["spearman_sigma"][l], ".2f"),
+                     _f(fits["diag"]["r2"][l - 1], ".4f"), _f(fits["equivariant"]["r2"][l - 1], ".4f"),
+                     _f(proj["share_outside"][l - 1], ".2e"), _f(abl["delta_per_layer"][l - 1], ".2e") if abl else "-",
+                     _f(rec["const_ridge"]["lambda_match"][l]), _f(rec["const_ridge"]["relative_mismatch"][l], ".2e")])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
+    for r in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    tail = f"ω ({rec['omegas']['source']}): " + "; ".join(
+        f"l{l + 1} " + " ".join(_f(v, ".3g") for v in om) for l, om in enumerate(rec["omegas"]["omega"]))
+    print(tail)
+    if abl:
+        print(f"adjusted loss {abl['base']:.4f}; all layers DIAG-projected: {abl['all']:.4f} "
+              f"(Δ {abl['delta_all']:+.2e}); ConstRR λ {_f(rec['const_ridge']['lambda_constrr'])}")

@@ -1,0 +1,42 @@
+"""Small models and tasks shared by the tests."""
+
+from __future__ import annotations
+
+import torch
+
+from interp.config import ModelConfig
+from interp.model import LinearTransformer
+from interp.tasks import sample_tasks
+
+
+def random_full(d=4, n_layers=3, n_heads=2, scale=0.1, seed=0) -> LinearTransformer:
+    """A FULL float64 model with O(scale) random P, Q (large enough that every term matters)."""
+    g = torch.Generator().manual_seed(seed)
+    D = d + 1
+    P = scale * torch.randn(n_layers, n_heads, D, D, generator=g, dtype=torch.float64)
+    Q = scale * torch.randn(n_layers, n_heads, D, D, generator=g, dtype=torch.float64)
+    return LinearTransformer.from_matrices(P, Q)
+
+
+def random_diag(d=4, n_layers=3, n_heads=1, param="diag", scale=0.1, seed=0) -> LinearTransformer:
+    g = torch.Generator().manual_seed(seed)
+    model = LinearTransformer(ModelConfig(d=d, n_layers=n_layers, n_heads=n_heads, param=param, dtype="float64"),
+                              init=False)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(scale * torch.randn(p.shape, generator=g, dtype=torch.float64))
+    return model
+
+
+def small_batch(batch=16, d=4, n=8, noise="uniform:1", seed=0):
+    return sample_tasks(batch, d, n, noise, torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def gd_construction(d: int, n_layers: int, eta: float) -> LinearTransformer:
+    """PAPER.md §3: Q = [[I,0],[0,0]], P = η [[0,0],[0,-1]]: each layer is one GD step."""
+    D = d + 1
+    Q = torch.zeros(n_layers, 1, D, D, dtype=torch.float64)
+    Q[:, 0, :d, :d] = torch.eye(d, dtype=torch.float64)
+    P = torch.zeros(n_layers, 1, D, D, dtype=torch.float64)
+    P[:, 0, d, d] = -eta
+    return LinearTransformer.from_matrices(P, Q)

@@ -1,0 +1,83 @@
+"""Every `interp train` error path: exit status 2 and one line naming the argument, never a traceback."""
+
+import pytest
+
+from interp import checkpoints as ck
+from interp.cli import main
+from tests.helpers import random_full
+
+
+def run_cli(capsys, *argv):
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(list(argv)))
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    path = tmp_path / "ckpt.safetensors"
+    ck.save_checkpoint(path, random_full(d=3, n_layers=2, n_heads=1), 0)
+    return path
+
+
+@pytest.mark.parametrize("argv,name", [
+    (["--noise", "uniform:-1"], "--noise"),
+    (["--noise", "fixed:-0.5"], "--noise"),
+    (["--noise", "gaussian:1"], "--noise"),
+    (["--layers", "0"], "--layers"),
+    (["--layers", "two"], "--layers"),
+    (["--arch", "sparse"], "--arch"),
+    (["--d", "-3"], "--d"),
+    (["--lr", "-1"], "--lr"),
+    (["--steps", "0"], "--steps"),
+    (["--init", "/nonexistent/ckpt.safetensors"], "--init"),
+    (["--resume", "/nonexistent/run"], "--resume"),
+    ([], "--out"),
+])
+def test_bad_arguments_exit_2_with_one_line(capsys, tmp_path, argv, name):
+    if "--init" not in argv and "--resume" not in argv and argv:
+        argv = [*argv, "--out", str(tmp_path / "run")]
+    code, _, err = run_cli(capsys, "train", *argv)
+    assert code == 2
+    assert err.count("\n") == 1 and name in err and "Traceback" not in err
+
+
+def test_d_mismatch_with_init_checkpoint(capsys, tmp_path, ckpt):
+    code, _, err = run_cli(capsys, "train", "--init", str(ckpt), "--d", "10", "--layers", "2",
+                           "--out", str(tmp_path / "r"))
+    assert code == 2 and "--d" in err and "d=3" in err and err.count("\n") == 1
+
+
+def test_unreadable_or_corrupt_init(capsys, tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"garbage")
+    code, _, err = run_cli(capsys, "train", "--init", str(bad), "--d", "3", "--out", str(tmp_path / "r"))
+    assert code == 2 and str(bad) in err and err.count("\n") == 1
+
+
+def test_out_directory_not_empty(capsys, tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "x").write_text("keep me")
+    code, _, err = run_cli(capsys, "train", "--out", str(tmp_path / "run"))
+    assert code == 2 and "--out" in err
+    assert (tmp_path / "run" / "x").read_text() == "keep me"
+
+
+def test_resume_of_a_non_run_and_conflicting_args(capsys, tmp_path):
+    (tmp_path / "plain").mkdir()
+    code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "plain"))
+    assert code == 2 and "config.json" in err and err.count("\n") == 1
+    code, _, _ = run_cli(capsys, "train", "--arch", "diag", "--layers", "1", "--d", "2", "--n", "4", "--batch", "8",
+                         "--steps", "5", "--save-every", "1", "--no-progress", "--out", str(tmp_path / "ok"))
+    assert code == 0
+    code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "ok"), "--d", "5")
+    assert code == 2 and "--d" in err and err.count("\n") == 1
+
+
+def test_help_for_every_command(capsys):
+    from interp.cli import COMMANDS
+
+    for argv in (["--help"], *([name, "--help"] for name in COMMANDS)):
+        code, out, _ = run_cli(capsys, *argv)
+        assert code == 0 and "usage: interp" in out

@@ -1,0 +1,68 @@
+import math
+
+import pytest
+import torch
+
+from interp.tasks import NoisePrior, sample_tasks
+
+
+@pytest.mark.parametrize("spec,kind,values,probs", [
+    ("fixed:0.5", "fixed", (0.5,), ()),
+    ("uniform:5", "uniform", (5.0,), ()),
+    ("categorical:1,3", "categorical", (1.0, 3.0), ()),
+    ("categorical:1,3,5;0.2,0.3,0.5", "categorical", (1.0, 3.0, 5.0), (0.2, 0.3, 0.5)),
+])
+def test_parse(spec, kind, values, probs):
+    prior = NoisePrior.parse(spec)
+    assert (prior.kind, prior.values, prior.probs) == (kind, values, probs)
+    assert NoisePrior.parse(prior.spec) == prior
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("uniform:-1", ">= 0"), ("gauss:1", "unknown noise prior"), ("uniform", "not a noise spec"),
+    ("categorical:1,3;0.5", "2 values but 1"), ("categorical:1,3;0.7,0.7", "sum to 1"), ("fixed:abc", "numbers"),
+    ("uniform:nan", "finite"),
+])
+def test_parse_errors(spec, match):
+    with pytest.raises(ValueError, match=match):
+        NoisePrior.parse(spec)
+
+
+def test_mean_sigma2():
+    assert NoisePrior.parse("uniform:6").mean_sigma2() == pytest.approx(12.0)
+    assert NoisePrior.parse("categorical:1,3").mean_sigma2() == pytest.approx(5.0)
+    assert NoisePrior.parse("fixed:2").mean_sigma2() == pytest.approx(4.0)
+
+
+def test_sample_statistics_match_prior():
+    g = torch.Generator().manual_seed(1)
+    u = NoisePrior.parse("uniform:5").sample(200_000, g, dtype=torch.float64)
+    assert 0 <= u.min() and u.max() <= 5
+    assert (u**2).mean().item() == pytest.approx(25 / 3, rel=0.01)
+    c = NoisePrior.parse("categorical:1,3;0.25,0.75").sample(200_000, g, dtype=torch.float64)
+    assert set(c.unique().tolist()) == {1.0, 3.0}
+    assert (c == 3).double().mean().item() == pytest.approx(0.75, abs=0.005)
+
+
+def test_sample_tasks_layout_and_noise():
+    g = torch.Generator().manual_seed(0)
+    b = sample_tasks(4000, d=3, n=50, noise="fixed:0.7", generator=g, dtype=torch.float64)
+    assert b.tokens.shape == (4000, 51, 4)
+    assert torch.all(b.tokens[:, -1, -1] == 0)  # query label slot is zero
+    torch.testing.assert_close(b.target, (b.x_query * b.w).sum(-1))  # query label noise-free
+    resid = b.y - (b.x * b.w[:, None]).sum(-1)
+    assert resid.std().item() == pytest.approx(0.7, rel=0.01)
+    assert b.x.var().item() == pytest.approx(1.0, rel=0.02)
+
+
+def test_sample_tasks_seeded_and_covariance():
+    cov = torch.diag(torch.tensor([4.0, 1.0, 0.25], dtype=torch.float64))
+    a = sample_tasks(20_000, d=3, n=10, generator=torch.Generator().manual_seed(3), x_cov=cov, dtype=torch.float64)
+    b = sample_tasks(20_000, d=3, n=10, generator=torch.Generator().manual_seed(3), x_cov=cov, dtype=torch.float64)
+    torch.testing.assert_close(a.tokens, b.tokens, rtol=0, atol=0)
+    emp = torch.einsum("bni,bnj->ij", a.x, a.x) / (20_000 * 10)
+    torch.testing.assert_close(emp, cov, atol=0.05, rtol=0.03)
+    q = sample_tasks(20_000, d=3, n=10, generator=torch.Generator().manual_seed(3), x_cov=cov,
+                     query_cov=torch.eye(3, dtype=torch.float64), dtype=torch.float64)
+    assert q.x_query.var(0).mean().item() == pytest.approx(1.0, rel=0.03)
+    assert math.isclose(q.x.var().item(), a.x.var().item(), rel_tol=1e-12)

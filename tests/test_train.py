@@ -1,0 +1,110 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import interp
+from interp import checkpoints as ck
+from interp.config import ModelConfig, TrainConfig
+from interp.train import TrainingDiverged, checkpoint_steps, learning_rate, resolve, train
+
+SMALL = dict(noise="uniform:1", n=8, batch=128, log_every=10)
+
+
+def small_cfg(**kw):
+    model = kw.pop("model", ModelConfig(d=3, n_layers=2, param="full"))
+    return TrainConfig(model=model, **{**SMALL, **kw})
+
+
+def test_checkpoint_schedule_is_geometric():
+    steps = checkpoint_steps(8000, 30)
+    assert steps[0] == 0 and steps[-1] == 8000
+    assert 25 <= len(steps) <= 31
+    gaps = [b - a for a, b in zip(steps, steps[1:])]
+    assert gaps[-1] > 100 * gaps[0]  # dense early, sparse late
+
+
+def test_presets():
+    fast = resolve(TrainConfig(model=ModelConfig(n_layers=4)))
+    assert (fast.steps, fast.lr, fast.schedule) == (8000, 2e-3, "onecycle")
+    paper = resolve(TrainConfig(model=ModelConfig(n_layers=4), preset="paper"))
+    assert (paper.steps, paper.lr, paper.schedule, paper.batch) == (200_000, 1e-4, "constant", 2048)
+    assert learning_rate(fast, 800) == pytest.approx(2e-3)  # peak at the end of warm-up
+    assert learning_rate(fast, 7999) < 1e-5
+
+
+def test_training_learns_and_logs(tmp_path):
+    cfg = small_cfg(model=ModelConfig(d=3, n_layers=1, param="diag"), steps=300, lr=2e-2, n_checkpoints=8)
+    result = train(cfg, tmp_path / "run", progress=False)
+    lines = [json.loads(x) for x in (tmp_path / "run" / ck.METRICS_FILE).read_text().splitlines()]
+    assert [x["step"] for x in lines] == list(range(10, 301, 10))
+    assert lines[-1]["loss"] < 0.5 * lines[0]["loss"]
+    # a trained one-layer DIAG model is a GD step with ω_yx ≈ −1/(n+d+1+E[σ²]) (PAPER.md §3), up to noise
+    omega_yx = result.model.omegas().omega_yx.item()
+    assert omega_yx == pytest.approx(-1 / (8 + 3 + 1 + 1 / 3), rel=0.25)
+    steps = [s for s, _ in ck.list_checkpoints(tmp_path / "run")]
+    assert steps[0] == 0 and steps[-1] == 300
+    assert interp.load(tmp_path / "run").cfg == cfg.model
+
+
+def test_non_finite_loss_stops_with_step_and_keeps_last_good(tmp_path):
+    cfg = small_cfg(steps=200, lr=50.0, schedule="constant", clip=None, n_checkpoints=40, noise="fixed:3")
+    with pytest.raises(TrainingDiverged, match=r"step \d+: (loss|weights) .*last good checkpoint") as err:
+        train(cfg, tmp_path / "run", progress=False)
+    ckpts = ck.list_checkpoints(tmp_path / "run")
+    assert ckpts and str(ckpts[-1][1]) in str(err.value)
+    model = interp.load(ckpts[-1][1])  # loads: every saved checkpoint is finite
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_init_from_diag_into_full(tmp_path):
+    src = train(small_cfg(model=ModelConfig(d=3, n_layers=2, param="diag"), steps=20), tmp_path / "diag",
+                progress=False).model
+    cfg = small_cfg(model=ModelConfig(d=3, n_layers=2, param="full"), steps=1, lr=1e-12,
+                    init=str(tmp_path / "diag"), init_noise=0.0)
+    first = interp.load(ck.list_checkpoints(train(cfg, tmp_path / "full", progress=False).run_dir)[0][1])
+    torch.testing.assert_close(first.P, src.P.detach())
+    torch.testing.assert_close(first.Q, src.Q.detach())
+
+
+def _weights(run_dir):
+    return load_file(str(ck.list_checkpoints(run_dir)[-1][1]))
+
+
+@pytest.mark.slow
+def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
+    args = ["--arch", "full", "--layers", "2", "--d", "3", "--n", "8", "--batch", "128", "--steps", "1500",
+            "--noise", "uniform:2", "--seed", "3", "--save-every", "50", "--threads", "1", "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cli = [sys.executable, "-m", "interp.cli"]
+    subprocess.run([*cli, "train", *args, "--out", str(tmp_path / "full")], check=True, env=env,
+                   capture_output=True)
+    run = tmp_path / "killed"
+    proc = subprocess.Popen([*cli, "train", *args, "--out", str(run)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:  # kill once a resume state exists mid-run
+        resume = run / ck.RESUME_FILE
+        if resume.exists() and 0 < ck.read_tensors(resume)[1]["step"] < 1000:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = ck.read_tensors(run / ck.RESUME_FILE)[1]["step"]
+    assert killed_at < 1500, "the run finished before it could be killed"
+    done = subprocess.run([*cli, "train", "--resume", str(run), "--threads", "1", "--no-progress"], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    a, b = _weights(tmp_path / "full"), _weights(run)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    steps = [json.loads(x)["step"] for x in (run / ck.METRICS_FILE).read_text().splitlines()]
+    assert steps == sorted(set(steps)) and steps[-1] == 1500  # metrics log continues without duplicates
