@@ -1,12 +1,27 @@
-"""Ridge-family baselines on the raw context (PAPER.md §5); every solve is batched and in float64."""
+"""Baselines on the raw context (PAPER.md §5); every solve is batched and in float64.
+
+All ridge-family predictors share one spectral view of the context: with Σ = XᵀX = V diag(s) Vᵀ,
+a = Vᵀα and b = Vᵀx_t, ridge with any λ predicts ⟨(Σ + λI)^{-1}α, x_t⟩ = Σ_k a_k b_k / (s_k + λ),
+so sweeping λ (tuning, the Bayes mixture) costs O(d) per sequence and λ.
+
+Predictors (TaskBatch -> ŷ [batch], float64): `ols_predict`, `oracle_predict` (λ = σ_τ²),
+`ConstRR(lam)`, `AdaRR()` (λ = σ̂², divisor n − d), `TunedRR(mult, clip)` (λ = mult·min(σ̂², clip)),
+`GDk(steps, eta)` (k steps of gradient descent from w = 0), and `Bayes(prior)`, the posterior mean
+of w under the mixed noise prior: the true floor for a predictor that does not know σ_τ.
+Tuned values come from interp.tuning (cached per prior as package data).
+"""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.tasks import TaskBatch
+from interp.tasks import NoisePrior, TaskBatch, as_prior
 
 
 def ridge_weights(batch: TaskBatch, lam: Float[Tensor, "batch"] | float) -> Float[Tensor, "batch d"]:
@@ -27,3 +42,182 @@ def ridge_predict(batch: TaskBatch, lam: Float[Tensor, "batch"] | float) -> Floa
 def oracle_predict(batch: TaskBatch) -> Float[Tensor, "batch"]:
     """Oracle ridge: λ = σ_τ², the true noise variance of each sequence (PAPER.md §5)."""
     return ridge_predict(batch, batch.sigma.double() ** 2)
+
+
+# ---------------------------------------------------------------------------- spectral view
+@dataclass
+class Spectral:
+    """The context in the eigenbasis of Σ = XᵀX (float64).
+
+    s: [batch, d] eigenvalues of Σ (clamped at 0); a: [batch, d] = Vᵀα; b: [batch, d] = Vᵀx_t;
+    rss: [batch] OLS residual sum of squares ρ = Σ_i (y_i − ⟨w_ols, x_i⟩)² (pseudo-inverse when n < d);
+    n, d: context length and dimension.
+    """
+
+    s: Tensor
+    a: Tensor
+    b: Tensor
+    rss: Tensor
+    n: int
+    d: int
+
+    @classmethod
+    def of(cls, batch: TaskBatch) -> "Spectral":
+        """The spectral view of a batch, memoised on it (several baselines read the same batch)."""
+        memo = getattr(batch, "_spectral", None)
+        if memo is not None and memo[0] is batch.tokens:
+            return memo[1]
+        sp = cls._compute(batch)
+        batch._spectral = (batch.tokens, sp)
+        return sp
+
+    @classmethod
+    def _compute(cls, batch: TaskBatch) -> "Spectral":
+        x, y, xt = batch.x.double(), batch.y.double(), batch.x_query.double()
+        s, V = torch.linalg.eigh(x.transpose(1, 2) @ x)
+        s = s.clamp_min(0.0)
+        a = torch.einsum("bkd,bk->bd", V, (x * y[..., None]).sum(1))  # Vᵀα
+        b = torch.einsum("bkd,bk->bd", V, xt)  # Vᵀx_t
+        inv = torch.where(s > _rank_tol(s), 1.0 / s.clamp_min(1e-300), torch.zeros_like(s))
+        w_ols = torch.einsum("bkd,bd->bk", V, a * inv)
+        rss = ((y - torch.einsum("bnk,bk->bn", x, w_ols)) ** 2).sum(-1)
+        return cls(s, a, b, rss, x.shape[1], x.shape[2])
+
+    def ridge(self, lam: Tensor | float) -> Float[Tensor, "batch"]:
+        """ŷ_λ = Σ_k a_k b_k / (s_k + λ) for λ a scalar or [batch]; λ = 0 is OLS (pseudo-inverse)."""
+        lam = torch.as_tensor(lam, dtype=torch.float64, device=self.s.device)
+        lam = lam[..., None] if lam.ndim else lam
+        denom = self.s + lam
+        keep = denom > _rank_tol(self.s)
+        return torch.where(keep, self.a * self.b / torch.where(keep, denom, torch.ones_like(denom)), 0.0).sum(-1)
+
+    def sigma2_hat(self) -> Float[Tensor, "batch"]:
+        """Unbiased noise estimate σ̂² = ρ / (n − d) (PAPER.md §5, AdaRR)."""
+        if self.n <= self.d:
+            raise ValueError(f"AdaRR needs n > d (n={self.n}, d={self.d})")
+        return self.rss / (self.n - self.d)
+
+    def gd(self, steps: int, eta: float) -> Float[Tensor, "batch"]:
+        """k steps of GD on ½Σ_i(y_i − ⟨w, x_i⟩)² from w = 0: w_k = η Σ_{j<k} (I − ηΣ)^j α (PAPER.md §3, GD construction)."""
+        c = torch.zeros_like(self.s)
+        for _ in range(steps):
+            c = c * (1 - eta * self.s) + eta
+        return (c * self.a * self.b).sum(-1)
+
+    def log_marginal(self, sigma2: float) -> Float[Tensor, "batch"]:
+        """log N(y; 0, XXᵀ + σ²I_n) up to a constant (w ~ N(0, I_d), PAPER.md §5 Bayes floor).
+
+        log det(XXᵀ + σ²I_n) = Σ_k log(s_k + σ²) + (n − d) log σ² (Sylvester), and by Woodbury
+        yᵀ(XXᵀ + σ²I)^{-1}y = ρ/σ² + Σ_k a_k² / (s_k (s_k + σ²)), free of cancellation as σ → 0.
+        """
+        sigma2 = max(float(sigma2), SIGMA2_FLOOR)
+        pos = self.s > _rank_tol(self.s)
+        quad = self.rss / sigma2 + torch.where(pos, self.a**2 / (self.s.clamp_min(1e-300) * (self.s + sigma2)), 0.0).sum(-1)
+        logdet = torch.log(self.s + sigma2).sum(-1) + (self.n - self.d) * math.log(sigma2)
+        return -0.5 * (logdet + quad)
+
+
+SIGMA2_FLOOR = 1e-20  # σ = 0 atoms: far below float64 residuals of noisy data, far above those of exact data
+
+
+def _rank_tol(s: Tensor) -> Tensor:
+    return s.amax(-1, keepdim=True) * 1e-12
+
+
+# ---------------------------------------------------------------------------- predictors
+def ols_predict(batch: TaskBatch) -> Float[Tensor, "batch"]:
+    """Ordinary least squares (λ = 0; minimum-norm when n < d)."""
+    return Spectral.of(batch).ridge(0.0)
+
+
+@dataclass(frozen=True)
+class ConstRR:
+    """Ridge with one λ for every sequence, tuned per noise prior (PAPER.md §5)."""
+
+    lam: float
+
+    def __call__(self, batch: TaskBatch) -> Tensor:
+        return Spectral.of(batch).ridge(self.lam)
+
+
+@dataclass(frozen=True)
+class AdaRR:
+    """Ridge with λ = σ̂² = ρ / (n − d), the unbiased noise estimate (PAPER.md §5)."""
+
+    def __call__(self, batch: TaskBatch) -> Tensor:
+        sp = Spectral.of(batch)
+        return sp.ridge(sp.sigma2_hat())
+
+
+@dataclass(frozen=True)
+class TunedRR:
+    """Ridge with λ = mult · min(σ̂², clip), both tuned per prior (PAPER.md §5; clip = inf for none)."""
+
+    mult: float
+    clip: float = math.inf
+
+    def __call__(self, batch: TaskBatch) -> Tensor:
+        sp = Spectral.of(batch)
+        return sp.ridge(self.mult * sp.sigma2_hat().clamp_max(self.clip))
+
+
+@dataclass(frozen=True)
+class GDk:
+    """k steps of gradient descent from w = 0 with one step size η, tuned per prior and k."""
+
+    steps: int
+    eta: float
+
+    def __call__(self, batch: TaskBatch) -> Tensor:
+        return Spectral.of(batch).gd(self.steps, self.eta)
+
+
+def sigma_nodes(prior: "str | NoisePrior", nodes: int = 16, panels: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """Points σ_j and prior weights π_j (summing to 1) that integrate over the noise prior.
+
+    Categorical / fixed: the support itself, exactly. Uniform U(0, σ_max): composite Gauss–Legendre
+    with `panels` panels whose edges shrink geometrically toward 0 (σ_max·4^{-k}), `nodes` points each,
+    so the narrow posteriors of nearly noiseless sequences are resolved.
+    """
+    prior = as_prior(prior)
+    if prior.kind != "uniform":
+        return np.array(prior.values, dtype=np.float64), np.array(prior.category_probs(), dtype=np.float64)
+    smax = prior.values[0]
+    if smax == 0:
+        return np.zeros(1), np.ones(1)
+    edges = [0.0] + [smax * 4.0 ** -k for k in range(panels - 1, -1, -1)]
+    x, w = np.polynomial.legendre.leggauss(nodes)
+    pts, wts = [], []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        pts.append(lo + (hi - lo) * (x + 1) / 2)
+        wts.append(w * (hi - lo) / 2 / smax)
+    return np.concatenate(pts), np.concatenate(wts)
+
+
+class Bayes:
+    """Bayes-optimal prediction under the noise prior: ŷ = ⟨E[w | context], x_t⟩ (PAPER.md §5).
+
+    E[w | ctx] = ∫ (Σ + σ²I)^{-1}α p(σ | ctx) dσ with p(σ | ctx) ∝ p(σ) N(y; 0, XXᵀ + σ²I_n):
+    an exact sum for categorical / fixed priors, composite Gauss–Legendre for uniform ones.
+    A σ = 0 atom uses σ² = SIGMA2_FLOOR in the likelihood (degenerate when n > d: it wins iff ρ ≈ 0).
+    """
+
+    def __init__(self, prior: "str | NoisePrior", nodes: int = 16, panels: int = 4):
+        self.prior = as_prior(prior)
+        self.sigma, self.weight = sigma_nodes(self.prior, nodes, panels)
+        keep = self.weight > 0
+        self.sigma, self.weight = self.sigma[keep], self.weight[keep]
+
+    def posterior(self, sp: Spectral) -> Float[Tensor, "batch J"]:
+        """p(σ_j | context) for every node σ_j."""
+        logp = torch.stack([sp.log_marginal(s**2) for s in self.sigma], dim=-1)
+        logp = logp + torch.as_tensor(np.log(self.weight), dtype=torch.float64, device=logp.device)
+        return torch.softmax(logp, dim=-1)
+
+    def __call__(self, batch: TaskBatch) -> Tensor:
+        sp = Spectral.of(batch)
+        post = self.posterior(sp)
+        return sum(post[:, j] * sp.ridge(s**2) for j, s in enumerate(self.sigma))
+
+    def __repr__(self) -> str:
+        return f"Bayes({self.prior.spec!r}, {len(self.sigma)} nodes)"
