@@ -111,14 +111,14 @@ def cmd_eval(args) -> int:
 
     from interp.evaluate import evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile
     from interp.tuning import baselines as make_baselines
-    from interp.tuning import tuned
+    from interp.tuning import is_cached, tuned
 
     torch.set_num_threads(args.threads)
     if args.csv == "-" and args.json == "-":
         raise ArgError("--csv and --json cannot both write to stdout; give one of them a PATH")
     models, d = _load_models(args.models, args.d)
     noise = args.noise or next((m["noise"] for m in models if m["noise"]), None) or "uniform:5"
-    if args.n <= d and args.view == "table" and not args.no_baselines:
+    if args.n <= d and not args.no_baselines:
         args.baselines = [b for b in args.baselines if b not in ("adarr", "tunedrr")]  # need n > d
     gd_steps = tuple(args.gd_steps or sorted({m["model"].cfg.n_layers for m in models}) or (1,))
     names = [] if args.no_baselines else [nm for b in args.baselines for nm in ([f"gd{k}" for k in gd_steps] if b == "gd" else [b])]
@@ -138,6 +138,9 @@ def cmd_eval(args) -> int:
                            paper=paper_value(cfg.param, noise, cfg.n_layers, d, args.n) if in_dist else None)
     tuning = None
     if names:
+        if not is_cached(noise, d, args.n, gd_steps):
+            print(f"interp eval: tuning baselines for {noise} (d={d}, n={args.n}; not in the shipped cache, "
+                  "about half a minute)", file=sys.stderr)
         base = make_baselines(noise, d, args.n, gd_steps=gd_steps, names=names)
         rec = tuned(noise, d, args.n, gd_steps)
         tuning = {k: _strip_grid(v) for k, v in rec.items()}
