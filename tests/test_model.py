@@ -115,6 +115,8 @@ def test_hooks_fire_with_stated_shapes():
     torch.testing.assert_close(cache["blocks.0.attn.hook_result"].sum(2), cache["blocks.0.hook_attn_out"])
     torch.testing.assert_close(cache["resid_post", 0], cache["resid_pre", 0] + cache["attn_out", 0])
     torch.testing.assert_close(out, -cache["resid_post", -1][:, -1, -1])
+    with torch.no_grad():  # the hook-free path (second moments only) gives the same prediction
+        torch.testing.assert_close(model(batch.tokens), out, rtol=1e-12, atol=1e-12)
     assert model.cfg.n_layers == L
 
 
