@@ -79,10 +79,11 @@ def test_implied_lambda_recovers_a_planted_ridge():
     batch = tasks(40, d, n)
     ctx = Context.from_stats(implicit_model(gd_model(d, 1, 0.01), batch.tokens).S[0], batch.x_query)
     lam0 = torch.logspace(-2, 3, 40, dtype=torch.float64)
-    w = ctx.ridge(lam0)[None]  # [1, batch, d]
+    w = torch.stack([torch.zeros(40, d, dtype=torch.float64), ctx.ridge(lam0)])  # [L+1, batch, d], w⁰ = 0
     lam, err = implied_lambda(ctx, w)
-    torch.testing.assert_close(lam[0], lam0, rtol=1e-5, atol=0)
-    assert err.max() < 1e-6
+    assert lam.shape == (2, 40) and lam[0].isinf().all() and err[0].isnan().all()
+    torch.testing.assert_close(lam[1], lam0, rtol=1e-5, atol=0)
+    assert err[1].max() < 1e-6
     # OLS (λ = 0) and ridge against the reference solvers
     torch.testing.assert_close(ctx.ols(), torch.linalg.solve(batch.x.transpose(1, 2) @ batch.x,
                                                             (batch.x * batch.y[..., None]).sum(1)))

@@ -22,9 +22,9 @@ def add(sub) -> None:
     p.add_argument("--out", required=True, help="JSON file to write")
     p.add_argument("--n-seq", type=positive_int("--n-seq"), default=10_000, help="probe sequences (default 10 000)")
     p.add_argument("--n", type=positive_int("--n"), help="context length (default: the run's, else 20)")
-    p.add_argument("--chunk", type=positive_int("--chunk"), default=2_000, help="sequences per chunk (default 2 000)")
+    p.add_argument("--chunk", type=positive_int("--chunk"), default=1_000, help="sequences per chunk (default 1 000)")
     p.add_argument("--fit-seq", type=positive_int("--fit-seq"), default=4_096,
-                   help="sequences for the form fits, GD-step and constant-λ tuning, from the first chunk (default 4 096)")
+                   help="other sequences (disjoint) for the form fits, the GD-step and constant-λ tuning (default 4 096)")
     p.add_argument("--ablation-seq", type=int, default=20_000,
                    help="sequences for the DIAG ablation's adjusted loss, 0 to skip (default 20 000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the probe sequences (default 0)")

@@ -197,9 +197,10 @@ class Lemma44:
     recursion_error: Tensor
 
 
-def lemma44(imp: ImplicitModel, omega: Float[Tensor, "L 4"]) -> Lemma44:
+def lemma44(imp: ImplicitModel, omega: Float[Tensor, "L 4"], ctx: Context | None = None) -> Lemma44:
     """Λ, Γ, s, Π, Φ of Lemma 4.4 and a check that they reproduce the Lemma 4.3 recursion."""
-    ctx = Context.from_stats(imp.S[0], imp.S.new_zeros(imp.S.shape[1], imp.S.shape[-1] - 1))
+    if ctx is None:
+        ctx = Context.from_stats(imp.S[0], imp.S.new_zeros(imp.S.shape[1], imp.S.shape[-1] - 1))
     w_star, rho = ctx.ols(), ctx.residual_ss()  # w* = Σ^{-1} α, ρ = Σ_i r_i² on the raw context
     Sig0 = imp.S[0, :, :-1, :-1]
     Sig_l, lam_l = imp.S[:, :, :-1, :-1], imp.S[:, :, -1, -1]

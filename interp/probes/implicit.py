@@ -12,6 +12,7 @@ run_with_cache and its public P / Q.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import torch
@@ -189,19 +190,24 @@ class Context:
         return self.lam - (self.beta**2 / self.s).sum(-1)
 
 
-def minimize_log(f, lo: float, hi: float, shape: tuple[int, ...] = (), n_grid: int = 61, iters: int = 40) -> Tensor:
-    """argmin over t ∈ [lo, hi] of f(t) elementwise, t of shape [G, *shape]: a grid, then golden section."""
+def minimize_log(f, lo: float, hi: float, shape: tuple[int, ...] = (), n_grid: int = 31, iters: int = 32) -> Tensor:
+    """argmin over t ∈ [lo, hi] of f(t) elementwise, f taking t of shape [G, *shape]: a grid, then a
+    golden-section search (one evaluation per step) in the grid cell pair around the best grid point."""
     grid = torch.linspace(lo, hi, n_grid, dtype=torch.float64)
-    vals = f(grid.reshape(-1, *([1] * len(shape))).expand(n_grid, *shape))
-    idx = vals.nan_to_num(float("inf")).argmin(0)
+    vals = f(grid.reshape(-1, *([1] * len(shape))).expand(n_grid, *shape)).nan_to_num(float("inf"))
+    idx = vals.argmin(0)
     a, b = grid[(idx - 1).clamp(min=0)], grid[(idx + 1).clamp(max=n_grid - 1)]
     g = (5**0.5 - 1) / 2
+    c, e = b - g * (b - a), a + g * (b - a)
+    fc, fe = f(torch.stack([c, e])).nan_to_num(float("inf"))
     for _ in range(iters):
-        c, e = b - g * (b - a), a + g * (b - a)
-        fc, fe = f(torch.stack([c, e])).nan_to_num(float("inf"))
-        left = fc <= fe
-        b, a = torch.where(left, e, b), torch.where(left, a, c)
-    return (a + b) / 2
+        left = fc <= fe  # the minimum lies in [a, e]: e ← c, new c; else in [c, b]: c ← e, new e
+        a, b = torch.where(left, a, c), torch.where(left, e, b)
+        new = torch.where(left, b - g * (b - a), a + g * (b - a))
+        fn = f(new[None])[0].nan_to_num(float("inf"))
+        c, e, fc, fe = (torch.where(left, new, e), torch.where(left, c, new),
+                        torch.where(left, fn, fe), torch.where(left, fc, fn))
+    return torch.where(fc <= fe, c, e)
 
 
 def implied_lambda(ctx: Context, w: Float[Tensor, "L1 batch d"], lo: float = 1e-6, hi: float = 1e6) -> tuple[Tensor, Tensor]:
@@ -209,17 +215,17 @@ def implied_lambda(ctx: Context, w: Float[Tensor, "L1 batch d"], lo: float = 1e-
 
     Returns (λ [L+1, batch], relative error ‖w_λ − w^l‖/‖w^l‖ [L+1, batch]); λ = inf where w^l = 0.
     """
-    target = ctx.coords(w)  # [L1, B, d]
-    L1, B, _ = target.shape
+    target = ctx.coords(w[1:])  # [L, B, d]; w⁰ = 0 is nobody's ridge solution
+    L, B, _ = target.shape
 
-    def f(t: Tensor) -> Tensor:  # t [G, L1, B]
+    def f(t: Tensor) -> Tensor:  # t [G, L, B]
         return ((ctx.beta / (ctx.s + t.exp()[..., None]) - target) ** 2).sum(-1)
 
-    t = minimize_log(f, torch.log(torch.tensor(lo)).item(), torch.log(torch.tensor(hi)).item(), (L1, B))
-    lam = t.exp()
-    err = f(t[None])[0].sqrt() / target.norm(dim=-1)
-    zero = target.norm(dim=-1) == 0
-    return lam.masked_fill(zero, float("inf")), err.masked_fill(zero, float("nan"))
+    t = minimize_log(f, math.log(lo), math.log(hi), (L, B))
+    norm = target.norm(dim=-1)
+    lam = torch.cat([torch.full((1, B), float("inf"), dtype=t.dtype), t.exp().masked_fill(norm == 0, float("inf"))])
+    err = torch.cat([torch.full((1, B), float("nan"), dtype=t.dtype), f(t[None])[0].sqrt() / norm])
+    return lam, err
 
 
 def tune_gd_steps(ctx: Context, L: int, reference: Tensor | None = None, target: Tensor | None = None) -> Tensor:

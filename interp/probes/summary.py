@@ -1,7 +1,8 @@
 """All probes of one model over many fresh sequences, in chunks, as a JSON-ready dict (README: Probe JSON schema).
 
-Per-sequence probes run on every chunk; the few quantities shared by the batch (the tuned GD steps,
-the constant ridge λ's, the FULL-form fits) are fitted on the first chunk and evaluated on all.
+Per-sequence probes run on every chunk; the few quantities shared by all sequences (the tuned GD
+steps, the constant ridge λ's, the FULL-form fits) are fitted once on `fit_seq` other sequences of the
+same prior (seed + TUNE_OFFSET), disjoint from the probe sequences they are evaluated on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from interp.probes.implicit import Context, as_float64, compare_solvers, gd_iter
 from interp.tasks import as_prior, sample_tasks
 
 SCHEMA_VERSION = 1
+TUNE_OFFSET = 1_000_003  # seed offset of the tuning sequences
 
 
 def jsonable(x):
@@ -66,7 +68,7 @@ def spearman(a: Tensor, b: Tensor) -> Tensor:
 
 
 def probe_model(model: LinearTransformer, noise, n_seq: int = 10_000, n: int = 20, seed: int = 0,
-                chunk: int = 2_000, fit_seq: int = 4_096, ablation_seq: int = 20_000, sigma_bins: int = 8) -> dict:
+                chunk: int = 1_000, fit_seq: int = 4_096, ablation_seq: int = 20_000, sigma_bins: int = 8) -> dict:
     """Every probe of issue 4 on `n_seq` fresh sequences of the noise prior; a JSON-ready dict."""
     prior = as_prior(noise)
     model = as_float64(model)
@@ -77,18 +79,19 @@ def probe_model(model: LinearTransformer, noise, n_seq: int = 10_000, n: int = 2
     worst = {"lstsq_vs_recursion": torch.zeros(L + 1), "lstsq_residual": torch.zeros(L + 1),
              "prediction_error": torch.zeros(L + 1), "lemma44_recursion_error": torch.zeros(L)}
     cols: dict[str, list[Tensor]] = {}
-    shared: dict = {}
+    tune = sample_tasks(fit_seq, d, n, prior, torch.Generator().manual_seed(seed + TUNE_OFFSET), dtype=torch.float64)
+    imp_t = implicit_model(model, tune.tokens)
+    ctx_t = Context.from_stats(imp_t.S[0], tune.x_query)
+    shared = {"gd_eta_tuned": tune_gd_steps(ctx_t, L, target=tune.target),
+              "gd_eta_match": tune_gd_steps(ctx_t, L, reference=imp_t.w),
+              "ridge": const_ridge_fit(ctx_t, imp_t.pred, tune.target),
+              "fits": fit_layer_maps(model, imp_t.S)}
+    del tune, imp_t, ctx_t
     for start in range(0, n_seq, chunk):
         batch = sample_tasks(min(chunk, n_seq - start), d, n, prior, gen, dtype=torch.float64)
         imp = implicit_model(model, batch.tokens)
         ctx = Context.from_stats(imp.S[0], batch.x_query)
-        if not shared:  # fitted once, on the first chunk
-            k = min(fit_seq, len(batch))
-            shared["gd_eta_tuned"] = tune_gd_steps(ctx, L, target=batch.target)
-            shared["gd_eta_match"] = tune_gd_steps(ctx, L, reference=imp.w)
-            shared["ridge"] = const_ridge_fit(ctx, imp.pred, batch.target)
-            shared["fits"] = fit_layer_maps(model, imp.S[:, :k])
-        lm = lemma44(imp, omega)
+        lm = lemma44(imp, omega, ctx)
         for key, val in (("lstsq_vs_recursion", imp.disagreement), ("lstsq_residual", imp.residual),
                          ("prediction_error", imp.prediction_error), ("lemma44_recursion_error", lm.recursion_error)):
             worst[key] = torch.maximum(worst[key], val)
@@ -128,7 +131,7 @@ def probe_model(model: LinearTransformer, noise, n_seq: int = 10_000, n: int = 2
         "momentum": {"u_norm": mean("u_norm"), "align": mean("align"), "align_next": mean("align_next")},
         "rescaling": {"sigma": centers, "median_by_sigma": by_sigma(c["rescaling"], masks)},
         "effective_step": {"sigma": centers, "median_by_sigma": by_sigma(c["effective_step"], masks)},
-        "fits": {"n_seq": min(fit_seq, min(chunk, n_seq)),
+        "fits": {"n_seq": fit_seq,
                  "diag": {"names": list(OMEGA_NAMES), "coef": fits.diag, "r2": fits.diag_r2},
                  "equivariant": {"names": list(EQUIVARIANT_NAMES), "coef": fits.equivariant, "r2": fits.equivariant_r2}},
         "projection": {"omega": proj.omega, "share_outside": proj.share_outside, "norm": proj.norm,
