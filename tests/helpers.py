@@ -40,3 +40,31 @@ def gd_construction(d: int, n_layers: int, eta: float) -> LinearTransformer:
     P = torch.zeros(n_layers, 1, D, D, dtype=torch.float64)
     P[:, 0, d, d] = -eta
     return LinearTransformer.from_matrices(P, Q)
+
+
+def fit(model: LinearTransformer, sample, steps: int, lr: float, seed: int = 0) -> LinearTransformer:
+    """Adam with a cosine-decayed lr on fresh batches from `sample(generator)` (a TaskBatch each call)."""
+    import math
+
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    for step in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * step / steps)))
+        batch = sample(gen)
+        loss = 0.5 * ((model(batch.tokens.to(model.cfg.torch_dtype)) - batch.target) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    return model
+
+
+def implicit_w1(model: LinearTransformer, tokens: torch.Tensor) -> torch.Tensor:
+    """w^1 of a one-layer model: ŷ = ⟨w^1, x_t⟩ with w^1 = −(Σ_k P_k S Q_k)[d, :d] (Theorem 4.1)."""
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter="blocks.0.attn.hook_stats")
+        S = cache["blocks.0.attn.hook_stats"]
+        A = torch.einsum("hij,bjk,hkl->bil", model.P[0], S, model.Q[0])
+    d = model.cfg.d
+    return -A[:, d, :d]
