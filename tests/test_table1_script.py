@@ -1,0 +1,43 @@
+"""experiments/table1.py: discovers runs by their config, takes the best seed, renders paper values beside ours."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from interp.config import ModelConfig, TrainConfig
+from interp.train import train
+
+torch.set_num_threads(1)
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "table1.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("table1_script", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_discovers_best_of_seeds_and_renders(tmp_path):
+    root = tmp_path / "runs"
+    for seed, steps in ((0, 3), (1, 60)):  # seed 1 trains longer, so it is the better seed
+        cfg = TrainConfig(model=ModelConfig(n_layers=1, param="diag"), noise="uniform:5", seed=seed, steps=steps,
+                          batch=256, n_checkpoints=2, log_every=10)
+        train(cfg, root / f"whatever_name_{seed}", progress=False)
+    (root / "broken").mkdir()
+    (root / "broken" / "config.json").write_text("{not json")
+    table1 = load_script()
+    out, js = tmp_path / "t.md", tmp_path / "t.json"
+    rc = table1.main(["--roots", str(root), "--n-seq", "2000", "--baseline-seq", "2000", "--cache", str(tmp_path / "c.json"),
+                      "--out", str(out), "--json", str(js)])
+    assert rc == 0
+    text = out.read_text()
+    assert "| 1 | DIAG | " in text and "(0.906)" in text and "| – | Bayes floor |" in text
+    cells = json.loads(js.read_text())["cells"]
+    assert cells["diag1|uniform:5"]["best_seed"] == 1 and cells["diag1|uniform:5"]["seeds"] == [0, 1]
+    cache = json.loads((tmp_path / "c.json").read_text())
+    assert len([k for k in cache if k.startswith("model|")]) == 2  # re-runs read these instead of evaluating
