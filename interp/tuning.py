@@ -158,12 +158,12 @@ def tuned(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,)) ->
     """The tuning record of a prior: the shipped one when present, else tuned now (and memoised)."""
     key = cache_key(prior, d, n)
     rec = _memo.get(key) or _shipped().get(key)
-    missing = [k for k in gd_steps if rec is None or str(k) not in rec["gd"]]
-    if rec is None or missing:
-        fresh = tune_all(prior, d, n, gd_steps=missing or gd_steps)
-        if rec is not None:
-            fresh = {**rec, "gd": {**rec["gd"], **fresh["gd"]}}
-        rec = fresh
+    if rec is None:
+        rec = tune_all(prior, d, n, gd_steps=gd_steps)
+    missing = [k for k in gd_steps if str(k) not in rec["gd"]]
+    if missing:  # only the GD-k steps are new: tune them on the same tuning set
+        ts = TuningSet(prior, d, n, rec["n_seq"], rec["seed"])
+        rec = {**rec, "gd": {**rec["gd"], **{str(k): tune_gd(ts, k) for k in missing}}}
     _memo[key] = rec
     return rec
 
