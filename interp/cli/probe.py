@@ -38,6 +38,7 @@ def cmd_probe(args) -> int:
 
     from interp.checkpoints import load_with_meta, resolve_checkpoint
     from interp.probes import probe_model
+    from interp.probes.summary import SCHEMA_VERSION
 
     if args.ablation_seq < 0:
         raise ArgError(f"--ablation-seq must be >= 0, got {args.ablation_seq}")
@@ -63,7 +64,7 @@ def cmd_probe(args) -> int:
                        "trained_noise": meta.get("noise"), **rec})
         print_table(models[-1])
     argv = getattr(args, "argv", None) or sys.argv[1:]
-    doc = {"format": "interp-probe", "format_version": 1, "command": ["interp", *argv], "models": models}
+    doc = {"format": "interp-probe", "format_version": SCHEMA_VERSION, "command": ["interp", *argv], "models": models}
     from interp.checkpoints import atomic_write_text
 
     atomic_write_text(out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
