@@ -232,6 +232,8 @@ def tune_gd_steps(ctx: Context, L: int, reference: Tensor | None = None, target:
     """One step η_k per k = 0..L shared by the batch (η_0 = nan): the GD-k iterate nearest to
     `reference` [L+1, batch, d] (mean squared distance), or the one with the least ½·MSE on the
     query labels `target` [batch] — exactly one of the two."""
+    if (reference is None) == (target is None):
+        raise ValueError("tune_gd_steps needs exactly one of reference= and target=")
     etas = [torch.tensor(float("nan"), dtype=torch.float64)]
     for k in range(1, L + 1):
         if reference is not None:
