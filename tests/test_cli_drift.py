@@ -1,0 +1,81 @@
+"""`interp drift`: the per-layer table, the JSON of every checkpoint, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from interp import checkpoints as ck
+from interp.cli import main
+from interp.config import ModelConfig, TrainConfig
+from tests.test_drift import _interpolated
+
+STEPS = [0, 3, 10, 30, 100]
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """A 2-layer FULL run (d = 4, n = 10) whose checkpoints move from a random FULL model into a DIAG one."""
+    run = tmp_path / "run"
+    (run / ck.CKPT_DIR).mkdir(parents=True)
+    cfg = TrainConfig(model=ModelConfig(d=4, n_layers=2, param="full", dtype="float64"), noise="uniform:1", n=10, steps=100)
+    (run / ck.CONFIG_FILE).write_text(json.dumps({"format_version": ck.FORMAT_VERSION, **cfg.to_dict()}))
+    for i, step in enumerate(STEPS):
+        ck.save_checkpoint(run / ck.CKPT_DIR / ck.checkpoint_name(step), _interpolated(i / (len(STEPS) - 1)), step,
+                           noise="uniform:1")
+    return run
+
+
+def drift(args, capsys):
+    try:
+        code = main(["drift", *map(str, args)])
+    except SystemExit as exit:  # argparse errors exit through Parser.error
+        code = exit.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_drift_table_and_json(run_dir, tmp_path, capsys):
+    out = tmp_path / "drift.json"
+    code, stdout, _ = drift([run_dir, "--eval-seq", 2_000, "--fit-seq", 256, "--json", out], capsys)
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "interp-drift" and doc["command"][:2] == ["interp", "drift"]
+    assert doc["noise"] == "uniform:1" and doc["n"] == 10 and doc["eval_seq"] == 2_000 and doc["n_layers"] == 2
+    recs = doc["checkpoints"]
+    assert [r["step"] for r in recs] == STEPS
+    for key in ("share_outside", "share_outside_read", "x_block_dev_P", "x_block_dev_Q", "r2_diag", "r2_equivariant",
+                "remainder_sv", "remainder_block_share", "loss", "loss_diag_projection", "gap_diag_projection",
+                "gap_per_layer", "omega"):
+        assert key in recs[0], key
+    assert len(recs[0]["remainder_sv"][0]) == 8  # the largest 8 of 25
+    assert recs[0]["share_outside"][0] > 0.1 and recs[-1]["share_outside"][0] < 1e-28
+    assert abs(recs[-1]["gap_diag_projection"]) < 1e-12
+    lines = stdout.splitlines()
+    table = [ln for ln in lines if ln.split() and ln.split()[0] in {"0", "10", "100"}]
+    assert len(table) == 6  # first, middle, last checkpoint x 2 layers
+    assert "off-DIAG" in stdout and "DIAG R²" in stdout and sum("adjusted loss" in ln for ln in lines) == 3
+    assert f"wrote {out}" in stdout
+
+
+def test_drift_without_json_or_per_layer(run_dir, capsys):
+    code, stdout, _ = drift([run_dir, "--eval-seq", 500, "--fit-seq", 128, "--no-per-layer", "--noise", "fixed:0.5"], capsys)
+    assert code == 0 and "fixed:0.5" in stdout and "wrote" not in stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["/no/such/run"], "RUN_DIR"),
+    (["--eval-seq", "0"], "--eval-seq"),
+    (["--noise", "gaussian:3"], "--noise"),
+    (["--json", "/no/such/dir/x.json"], "--json"),
+])
+def test_drift_bad_input_is_one_line_exit_2(run_dir, capsys, args, needle):
+    full = args if args[0].startswith("/no/such/run") else [run_dir, *args]
+    code, _, err = drift(full, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
+
+
+def test_drift_not_a_run_dir(tmp_path, capsys):
+    code, _, err = drift([tmp_path], capsys)
+    assert code == 2 and "config.json" in err and len(err.strip().splitlines()) == 1
