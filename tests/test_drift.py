@@ -41,7 +41,7 @@ def rotate(b: TaskBatch, O) -> TaskBatch:
 
 Tensor = torch.Tensor
 INVARIANT = ["omega", "norm", "share_outside", "share_outside_read", "remainder_sv", "remainder_sv_rel",
-             "remainder_effective_rank", "remainder_top1_share", "x_block_dev_P", "x_block_dev_Q"]
+             "remainder_effective_rank", "remainder_top1_share", "x_block_dev_P", "x_block_dev_Q", "write_share", "register_cos"]
 
 
 def test_weight_metrics_invariant_to_rescaling_head_permutation_and_rotation():
@@ -120,6 +120,7 @@ def test_diag_model_has_zero_remainder_and_zero_gap(param):
     assert w["share_outside"].max() < 1e-28 and w["share_outside_read"].max() < 1e-28
     assert (w["remainder_sv"] <= 1e-15 * w["norm"][:, None]).all()
     assert w["x_block_dev_P"].max() < 1e-14 and w["x_block_dev_Q"].max() < 1e-14
+    assert w["write_share"].max() == 0 and w["register_cos"].max() == 0
     torch.testing.assert_close(w["omega"], model.omegas().stack().double(), rtol=1e-12, atol=1e-15)
     ev, fit = batch(1_000, seed=7), batch(256, seed=8)
     f = functional_metrics(model, [ev], fit.tokens)

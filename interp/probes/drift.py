@@ -7,7 +7,8 @@ Per checkpoint and layer l (shapes: L layers, H heads, D = d + 1):
   ŷ = −y_query), the remainder's singular values, its effective rank and its energy per block,
   the scalar-identity deviation ‖B − (tr B / d) I‖/‖B‖ of the x-blocks B of P_k and Q_k
   (`*_per_head`: for H > 1 heads can be mixed without changing K), and the singular values of
-  P_k, Q_k minus their nearest diag(a I_d, b) (`*_per_head` too);
+  P_k, Q_k minus their nearest diag(a I_d, b) (`*_per_head` too), and the rank-one "register" a layer
+  writes into one x-direction and a later layer reads back (register_directions);
 - function-space metrics, from fresh sequences: R² of the DIAG and equivariant fits of every layer
   map on the checkpoint's own statistics S^l (forms.fit_layer_maps; uncentered, see fit_r2), and the adjusted loss of the
   model, of its DIAG projection (every layer replaced by its ω's) and of each layer alone replaced;
@@ -68,6 +69,33 @@ def effective_rank(sv: Float[Tensor, "... k"]) -> Float[Tensor, "..."]:
     return torch.where((sv**2).sum(-1) > 0, ent.exp(), torch.zeros_like(ent))
 
 
+def _top_vector(cols: Float[Tensor, "d H"]) -> Float[Tensor, "d"]:
+    """Leading left singular vector (sign arbitrary; zero if cols vanish)."""
+    U, sv, _ = torch.linalg.svd(cols, full_matrices=False)
+    return U[:, 0] * (sv[0] > 0)
+
+
+def register_directions(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> dict[str, Tensor]:
+    """The x-direction each layer writes y-channel content into and the one each layer reads from x.
+
+    write [L, d]: leading direction of the columns P_k[:d, d] / ‖P_k‖ (the y → x column of P; DIAG has
+    none: x_i += P_k[:d, d] · (S Q_k)[d, :] e_i stores a scalar built from α, λ along it);
+    read [L, d]: leading right singular direction of the stacked (Q_k,xx − tr/d I) / ‖Q_k‖ (what the
+    layer reads from the token's x beyond the DIAG ω_xx, ω_yx terms);
+    write_share [L]: max over heads of ‖P_k[:d, d]‖² / ‖P_k‖²;
+    register_cos [L, L]: |cos(write_l, read_m)| for m > l (0 elsewhere): a rank-one channel from layer l to m.
+    """
+    L, H, D, _ = P.shape
+    d = D - 1
+    nP, nQ = P.flatten(-2).norm(dim=-1).clamp_min(1e-300), Q.flatten(-2).norm(dim=-1).clamp_min(1e-300)  # [L, H]
+    col = P[..., :d, d] / nP[..., None]  # [L, H, d]
+    write = torch.stack([_top_vector(col[l].T) for l in range(L)])
+    dev = (offdiag_part(Q)[..., :d, :d]) / nQ[..., None, None]  # [L, H, d, d]
+    read = torch.stack([_top_vector(dev[l].reshape(H * d, d).T) for l in range(L)])
+    cos = (write @ read.T).abs()
+    return {"write": write, "read": read, "write_share": (col**2).sum(-1).amax(-1), "register_cos": torch.triu(cos, diagonal=1)}
+
+
 def weight_metrics(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> dict[str, Tensor]:
     """Every weight-space drift metric of one checkpoint (the layer as the first axis of each)."""
     P, Q = P.detach().double(), Q.detach().double()
@@ -95,6 +123,8 @@ def weight_metrics(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> 
         "x_block_dev_P_per_head": x_dev["P"], "x_block_dev_Q_per_head": x_dev["Q"],
         "x_block_dev_P": x_dev["P"].amax(-1), "x_block_dev_Q": x_dev["Q"].amax(-1),
     }
+    reg = register_directions(P, Q)
+    out["write_share"], out["register_cos"] = reg["write_share"], reg["register_cos"]
     for name, M in (("P", P), ("Q", Q)):
         sv = torch.linalg.svdvals(offdiag_part(M))
         out[f"offdiag_sv_rel_{name}_per_head"] = sv / M.flatten(-2).norm(dim=-1)[..., None].clamp_min(1e-300)
