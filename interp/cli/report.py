@@ -1,0 +1,53 @@
+"""`interp report`: one self-contained interactive HTML file about the given models (default: the shipped zoo)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from interp.cli import ArgError, existing_path, noise_spec
+
+
+def add(sub) -> None:
+    p = sub.add_parser("report", help="write an interactive HTML report (default: the shipped zoo)", description=(
+        "Evaluates and probes every model and writes one self-contained HTML file (opens offline): the paper's views "
+        "(loss vs layers, per-σ profiles, P/Q heatmaps, prediction after K layers) and interp's probes (ω's, implicit "
+        "w against solvers, momentum, implied λ, rescaling and step, FULL-to-DIAG fits, training and drift curves). "
+        "Results are cached per checkpoint in <run>/report_cache.json."))
+    p.add_argument("models", nargs="*", type=existing_path, metavar="CKPT|RUN_DIR",
+                   help="checkpoint files or run directories (default: every run in experiments/zoo)")
+    p.add_argument("-o", "--out", default="figures/report.html", help="HTML file to write (default figures/report.html)")
+    p.add_argument("--noise", type=noise_spec, help="noise prior for models that do not record theirs")
+    p.add_argument("--quick", action="store_true", help="small sequence counts: a fast, noisier preview")
+    p.add_argument("--no-cache", action="store_true", help="recompute everything and leave the caches alone")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args) -> int:
+    import torch
+
+    from interp.report import Settings, default_zoo, summary_text, write_report, zoo_runs
+
+    torch.set_num_threads(max(1, args.threads))
+    paths = list(args.models)
+    if not paths:
+        zoo = default_zoo()
+        if zoo is None:
+            raise ArgError("no models given and no experiments/zoo found; pass checkpoints or run directories")
+        paths = zoo_runs(zoo)
+        if not paths:
+            raise ArgError(f"{zoo}: holds no run directories with checkpoints")
+    out = Path(args.out)
+    if out.is_dir():
+        raise ArgError(f"--out: {out} is a directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    log = lambda msg: print(f"  {msg}", file=sys.stderr)  # noqa: E731
+    print(f"interp report: {len(paths)} model(s)", file=sys.stderr)
+    path, data = write_report(paths, out, Settings.quick() if args.quick else Settings(), noise=args.noise,
+                              use_cache=not args.no_cache, log=log)
+    print(summary_text(data))
+    print(f"\nwrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.0f} s)")
+    return 0

@@ -1,0 +1,27 @@
+"""The interactive report: Plotly figures of everything interp measures, assembled into one offline HTML file.
+
+report imports the library; nothing in the library imports report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from interp.report.data import ReportData, Settings, default_zoo, gather, zoo_runs
+from interp.report.html import render, summary_rows, summary_text
+
+
+def write_report(paths, out: str | Path = "figures/report.html", settings: Settings | None = None,
+                 noise: str | None = None, use_cache: bool = True, log=None) -> tuple[Path, ReportData]:
+    """Gather everything about the models at `paths` and write the HTML report to `out`."""
+    from interp.checkpoints import atomic_write_text
+
+    data = gather(paths, settings, noise=noise, use_cache=use_cache, log=log)
+    out = Path(out)
+    atomic_write_text(out, render(data))
+    out.chmod(0o644)
+    return out, data
+
+
+__all__ = ["ReportData", "Settings", "default_zoo", "gather", "render", "summary_rows", "summary_text", "write_report",
+           "zoo_runs"]

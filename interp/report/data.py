@@ -1,0 +1,335 @@
+"""What the report shows, gathered from checkpoints: evaluation, per-layer curves, weights, probes, trajectories.
+
+Each model's record is cached next to its checkpoint (`<run>/report_cache.json`), keyed by the
+checkpoint file's SHA-256, the settings and REPORT_VERSION, so a second report over the same models
+only re-reads small JSON files. Baseline curves are computed once per noise prior (cheap).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from interp.checkpoints import CKPT_DIR, CONFIG_FILE, METRICS_FILE, CheckpointError, atomic_write_text, list_checkpoints
+from interp.checkpoints import load_with_meta, resolve_checkpoint
+from interp.evaluate import evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile
+from interp.probes.summary import jsonable, probe_model
+from interp.tasks import as_prior
+
+REPORT_VERSION = 1
+CACHE_FILE = "report_cache.json"
+CACHE_KEEP = 96  # records kept per cache file (the oldest drop out)
+BASELINES = ("constrr", "adarr", "tunedrr", "bayes")  # the paper's ridge baselines and the Bayes floor
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sequence counts of every measurement; the defaults keep the zoo's report under two minutes."""
+
+    n_seq: int = 20_000  # adjusted loss on the training prior (summary table, loss vs layers)
+    profile_seq: int = 4_000  # per σ of the per-σ and per-layer profiles
+    probe_seq: int = 4_000  # sequences of the implicit-model probes
+    fit_seq: int = 2_048  # disjoint sequences for the form fits and GD-step / constant-λ tuning
+    ablation_seq: int = 5_000  # FULL models: adjusted loss with layers replaced by their DIAG projection
+    sigma_step: float = 0.5
+    seed: int = 0
+    drift_points: int = 10  # checkpoints per FULL run on the drift curves
+    drift_seq: int = 3_000  # sequences for the drift losses (same for every checkpoint)
+    drift_fit_seq: int = 1_024
+
+    @classmethod
+    def quick(cls) -> "Settings":
+        """Small counts for tests and previews (noisy numbers, same figures)."""
+        return cls(n_seq=1_000, profile_seq=300, probe_seq=300, fit_seq=256, ablation_seq=300, sigma_step=1.0,
+                   drift_points=4, drift_seq=300, drift_fit_seq=256)
+
+
+@dataclass
+class Entry:
+    """One model of the report: where it lives and what it is."""
+
+    path: str  # as given (run directory or checkpoint file)
+    label: str
+    checkpoint: Path
+    run_dir: Path | None
+    step: int | None
+    total_steps: int | None
+    arch: str
+    n_layers: int
+    n_heads: int
+    d: int
+    n: int
+    noise: str
+
+    @property
+    def complete(self) -> bool:
+        return self.total_steps is None or self.step == self.total_steps
+
+
+# ---------------------------------------------------------------------------- finding models
+def default_zoo() -> Path | None:
+    """experiments/zoo under the working directory, else beside the installed package (editable install)."""
+    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        zoo = root / "experiments" / "zoo"
+        if zoo.is_dir():
+            return zoo
+    return None
+
+
+def zoo_runs(zoo: Path) -> list[Path]:
+    """Run directories directly under `zoo` that hold at least one checkpoint, in a stable order."""
+    runs = [p for p in sorted(zoo.iterdir()) if p.is_dir() and (p / CONFIG_FILE).is_file() and list_checkpoints(p)]
+    arch_rank = {"gdpp": 0, "diag": 1, "full": 2}
+
+    def key(p: Path):
+        try:
+            cfg = json.loads((p / CONFIG_FILE).read_text())
+            return (cfg["noise"], cfg["model"]["n_layers"], arch_rank.get(cfg["model"]["param"], 3), p.name)
+        except (OSError, ValueError, KeyError):
+            return ("~", 0, 9, p.name)
+    return sorted(runs, key=key)
+
+
+def _run_dir_of(path: Path) -> Path | None:
+    if path.is_dir():
+        return path
+    if path.parent.name == CKPT_DIR and (path.parent.parent / CONFIG_FILE).is_file():
+        return path.parent.parent
+    return None
+
+
+def make_entry(path: str | Path, noise: str | None = None) -> Entry:
+    """Resolve a run directory (its last checkpoint) or a checkpoint file; CheckpointError if unusable."""
+    path = Path(path)
+    ckpt = resolve_checkpoint(path)
+    model, meta = load_with_meta(ckpt)
+    run = _run_dir_of(path) if path.is_dir() else _run_dir_of(ckpt)
+    cfg_run = {}
+    if run is not None:
+        try:
+            cfg_run = json.loads((run / CONFIG_FILE).read_text())
+        except (OSError, ValueError):
+            cfg_run = {}
+    noise = noise or meta.get("noise") or cfg_run.get("noise")
+    if noise is None:
+        raise CheckpointError(f"{path}: records no training noise prior; pass --noise")
+    label = run.name if run is not None and path.is_dir() else (
+        f"{run.name}@{meta.get('step')}" if run is not None else ckpt.stem)
+    c = model.cfg
+    return Entry(str(path), label, ckpt, run, meta.get("step"), cfg_run.get("steps"), c.param, c.n_layers, c.n_heads,
+                 c.d, int(cfg_run.get("n", 20)), as_prior(noise).spec)
+
+
+def unique_labels(entries: list[Entry]) -> None:
+    seen: dict[str, int] = {}
+    for e in entries:
+        seen[e.label] = seen.get(e.label, 0) + 1
+    for e in entries:
+        if seen[e.label] > 1:
+            e.label = e.path
+
+
+# ---------------------------------------------------------------------------- per-model record
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _cache_path(entry: Entry) -> Path:
+    return (entry.run_dir or entry.checkpoint.parent) / CACHE_FILE
+
+
+def _cache_key(entry: Entry, settings: Settings, digest: str) -> str:
+    blob = json.dumps({"v": REPORT_VERSION, "ckpt": entry.checkpoint.name, "sha": digest, "noise": entry.noise,
+                       "n": entry.n, "settings": asdict(settings)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def _read_cache(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) and data.get("format") == "interp-report-cache" else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache(path: Path, key: str, record: dict) -> None:
+    data = _read_cache(path)
+    records = {k: v for k, v in data.get("records", {}).items() if k != key}
+    records[key] = record
+    records = dict(list(records.items())[-CACHE_KEEP:])
+    try:
+        atomic_write_text(path, json.dumps({"format": "interp-report-cache", "records": records}, allow_nan=False))
+    except OSError:
+        pass  # a read-only model directory: the report still works, it only recomputes next time
+
+
+def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> dict:
+    """Everything the report shows about one checkpoint, JSON-ready; from the cache when it matches."""
+    digest = _sha256(entry.checkpoint)
+    key = _cache_key(entry, settings, digest)
+    cache = _cache_path(entry)
+    if use_cache:
+        hit = _read_cache(cache).get("records", {}).get(key)
+        if hit is not None:
+            return hit | {"cached": True}
+    t0 = time.perf_counter()
+    model, _ = load_with_meta(entry.checkpoint)  # evaluated in its own dtype, like `interp eval`; probes use float64
+    s, n, d = settings, entry.n, entry.d
+    sigmas = sigma_grid(entry.noise, s.sigma_step)
+    on_prior = per_layer_loss(model, entry.noise, s.n_seq, d, n, s.seed)
+    grid = per_layer_profile(model, sigmas, s.profile_seq, d, n, s.seed)
+    ablation = s.ablation_seq if entry.arch == "full" else 0
+    probe = probe_model(model, entry.noise, n_seq=s.probe_seq, n=n, seed=s.seed, chunk=1_000,
+                        fit_seq=s.fit_seq, ablation_seq=ablation)
+    record = {
+        "loss": on_prior[-1].to_dict(),
+        "per_layer": [e.to_dict() for e in on_prior],
+        "sigmas": sigmas,
+        "profile_mean": [[e.mean for e in row] for row in grid],
+        "profile_stderr": [[e.stderr for e in row] for row in grid],
+        "P": model.P.detach()[:, 0].tolist(), "Q": model.Q.detach()[:, 0].tolist(),
+        "probe": probe,
+        "seconds": time.perf_counter() - t0,
+    }
+    record = jsonable(record)
+    if use_cache:
+        _write_cache(cache, key, record)
+    return record | {"cached": False}
+
+
+# ---------------------------------------------------------------------------- baselines per prior
+def baseline_record(noise: str, settings: Settings, d: int = 10, n: int = 20, gd_steps=(1,)) -> dict:
+    """Adjusted loss of the ridge baselines and the Bayes floor on the prior and per σ (same seeds as the models)."""
+    from interp.tuning import baselines
+
+    preds = baselines(noise, d, n, gd_steps=gd_steps, names=[b for b in BASELINES if n > d or b not in ("adarr", "tunedrr")])
+    sigmas = sigma_grid(noise, settings.sigma_step)
+    on_prior = evaluate(preds, noise, settings.n_seq, d, n, settings.seed)
+    prof = sigma_profile(preds, sigmas, settings.profile_seq, d, n, settings.seed, noise=noise)
+    return jsonable({
+        "noise": noise, "sigmas": sigmas,
+        "loss": {k: v.to_dict() for k, v in on_prior.items()},
+        "profile": {k: [e.mean for e in v] for k, v in prof.items()},
+        "paper": {k: paper_value(k, noise, None, d, n) for k in preds},
+    })
+
+
+# ---------------------------------------------------------------------------- training trajectories
+def training_curve(entry: Entry, max_points: int = 200) -> dict | None:
+    """(step, training loss) from metrics.jsonl, thinned to about `max_points` log-spaced steps."""
+    if entry.run_dir is None or not (entry.run_dir / METRICS_FILE).is_file():
+        return None
+    rows = []
+    for line in (entry.run_dir / METRICS_FILE).read_text().splitlines():
+        try:
+            rec = json.loads(line)
+            rows.append((int(rec["step"]), float(rec["loss"])))
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not rows:
+        return None
+    if len(rows) > max_points:
+        picks = sorted({min(len(rows) - 1, int(round(math.expm1(i * math.log1p(len(rows) - 1) / (max_points - 1)))))
+                        for i in range(max_points)})
+        rows = [rows[i] for i in picks]
+    return {"step": [r[0] for r in rows], "loss": [r[1] for r in rows]}
+
+
+def _thin(items: list, count: int) -> list:
+    """About `count` items, log-spaced by position (dense early, like the checkpoint schedule), the last included."""
+    if len(items) <= count:
+        return items
+    idx = sorted({round(math.expm1(i * math.log1p(len(items) - 1) / (count - 1))) for i in range(count)})
+    return [items[i] for i in idx]
+
+
+def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = True, log=None) -> dict:
+    """Drift metrics (interp.probes.drift) of about `drift_points` checkpoints of every FULL run, cached per checkpoint.
+
+    {"available": False, "reason": ...} when interp.probes.drift is missing; the report then shows the reason.
+    """
+    try:
+        from interp.probes.drift import DriftData, drift_record
+    except ImportError as err:
+        return {"available": False, "reason": f"interp.probes.drift cannot be imported ({err})."}
+    runs = [e for e in entries if e.arch == "full" and e.run_dir is not None]
+    if not runs:
+        return {"available": False, "reason": "no FULL run directory among the models (DIAG and GD++ never leave DIAG)."}
+    datasets: dict[tuple, DriftData] = {}
+    out: dict[str, list[dict]] = {}
+    for e in runs:
+        ckpts = [(step, p) for step, p in list_checkpoints(e.run_dir) if step > 0 and (e.step is None or step <= e.step)]
+        cache = e.run_dir / CACHE_FILE
+        stored = _read_cache(cache).get("records", {}) if use_cache else {}
+        recs = []
+        for step, path in _thin(ckpts, settings.drift_points):
+            blob = json.dumps({"v": REPORT_VERSION, "drift": True, "sha": _sha256(path), "noise": e.noise, "n": e.n,
+                               "seq": settings.drift_seq, "fit": settings.drift_fit_seq}, sort_keys=True)
+            key = "drift-" + hashlib.sha256(blob.encode()).hexdigest()[:24]
+            rec = stored.get(key)
+            if rec is None:
+                spec = (e.noise, e.d, e.n)
+                if spec not in datasets:
+                    datasets[spec] = DriftData(e.noise, e.d, e.n, eval_seq=settings.drift_seq, fit_seq=settings.drift_fit_seq)
+                model, _ = load_with_meta(path)
+                full = drift_record(step, model, datasets[spec], per_layer_gap=False)
+                rec = {k: full[k] for k in DRIFT_KEYS if k in full}
+                if use_cache:
+                    _write_cache(cache, key, rec)
+            recs.append(rec)
+        out[e.label] = recs
+        if log:
+            log(f"drift {e.label}: {len(recs)} checkpoints")
+    return {"available": True, "runs": out}
+
+
+DRIFT_KEYS = ("step", "share_outside", "share_outside_read", "remainder_effective_rank", "remainder_top1_share",
+              "r2_diag", "loss", "loss_diag_projection", "gap_diag_projection", "gap_diag_projection_stderr")
+
+
+# ---------------------------------------------------------------------------- everything
+@dataclass
+class ReportData:
+    entries: list[Entry]
+    records: dict[str, dict]  # label -> model_record
+    baselines: dict[str, dict]  # prior spec -> baseline_record
+    curves: dict[str, dict | None]  # label -> training_curve
+    drift: dict
+    settings: Settings
+    timings: dict = field(default_factory=dict)
+
+
+def gather(paths: list[str | Path], settings: Settings | None = None, noise: str | None = None,
+           use_cache: bool = True, with_drift: bool = True, log=None) -> ReportData:
+    """Load, evaluate and probe every model (cached per checkpoint), plus baselines per prior."""
+    settings = settings or Settings()
+    say = log or (lambda msg: None)
+    entries = [make_entry(p, noise) for p in paths]
+    if not entries:
+        raise CheckpointError("no models to report on")
+    unique_labels(entries)
+    timings: dict[str, float] = {}
+    records = {}
+    for e in entries:
+        t0 = time.perf_counter()
+        records[e.label] = model_record(e, settings, use_cache)
+        timings[e.label] = time.perf_counter() - t0
+        say(f"{e.label}: {'cached' if records[e.label]['cached'] else f'{timings[e.label]:.1f} s'}")
+    t0 = time.perf_counter()
+    base = {}
+    for prior in dict.fromkeys(e.noise for e in entries):
+        d, n = entries[0].d, entries[0].n
+        base[prior] = baseline_record(prior, settings, d, n)
+    timings["baselines"] = time.perf_counter() - t0
+    say(f"baselines: {timings['baselines']:.1f} s")
+    curves = {e.label: training_curve(e) for e in entries}
+    t0 = time.perf_counter()
+    drift = (drift_records(entries, settings, use_cache, say) if with_drift
+             else {"available": False, "reason": "skipped on request."})
+    timings["drift"] = time.perf_counter() - t0
+    say(f"drift: {timings['drift']:.1f} s")
+    return ReportData(entries, records, base, curves, drift, settings, timings)

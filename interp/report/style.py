@@ -1,0 +1,58 @@
+"""One look for every figure: colours per architecture (shaded by depth), baselines as grey-ish lines."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+ARCH_COLOR = {"gdpp": "#3B9B4A", "diag": "#2F6DB5", "full": "#D8453B"}
+ARCH_NAME = {"gdpp": "GD++", "diag": "DIAG", "full": "FULL"}
+BASELINE_STYLE = {  # name -> (label, colour, dash)
+    "constrr": ("ConstRR", "#8C8C8C", "dash"),
+    "adarr": ("AdaRR", "#B07AA1", "dot"),
+    "tunedrr": ("TunedRR", "#9C6B4E", "dashdot"),
+    "bayes": ("Bayes floor", "#1A1A1A", "solid"),
+}
+FONT = "Inter, 'Helvetica Neue', Helvetica, Arial, sans-serif"
+BAND = "rgba(120, 120, 120, 0.12)"  # the in-distribution σ range
+LAYER_DASH = ["dot", "dash", "dashdot", "longdash"]
+
+
+def _mix(hex_color: str, t: float) -> str:
+    """Blend a colour toward white by t in [0, 1]."""
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (round(c + (255 - c) * t) for c in (r, g, b))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def model_color(arch: str, n_layers: int, depths: list[int]) -> str:
+    """The architecture's colour, lighter for shallower models among the depths present."""
+    depths = sorted(set(depths))
+    if len(depths) <= 1:
+        return ARCH_COLOR.get(arch, "#555555")
+    rank = depths.index(n_layers) if n_layers in depths else len(depths) - 1
+    return _mix(ARCH_COLOR.get(arch, "#555555"), 0.55 * (1 - rank / (len(depths) - 1)))
+
+
+def ramp(arch: str, k: int, count: int) -> str:
+    """k-th of `count` shades of the architecture colour, light to full (per-layer curves)."""
+    return _mix(ARCH_COLOR.get(arch, "#555555"), 0.7 * (1 - k / max(count - 1, 1)) if count > 1 else 0.0)
+
+
+def layer_dash(l: int, L: int) -> str:
+    """Dash of layer l (1-based) of an L-layer model: layer 1 dotted, 2 dashed, 3 dash-dot, ..., the last solid."""
+    return "solid" if l == L else LAYER_DASH[(l - 1) % len(LAYER_DASH)]
+
+
+def apply_theme(fig: go.Figure, height: int = 420) -> go.Figure:
+    fig.update_layout(
+        template="plotly_white", height=height, font=dict(family=FONT, size=13, color="#222"),
+        margin=dict(l=70, r=30, t=50, b=60), hoverlabel=dict(font=dict(family=FONT, size=12)),
+        legend=dict(font=dict(size=12), bgcolor="rgba(255,255,255,0.85)", itemclick="toggle",
+                    itemdoubleclick="toggleothers", groupclick="togglegroup"),
+    )
+    fig.update_xaxes(showline=True, linecolor="#999", mirror=True, ticks="outside", gridcolor="#eee", zeroline=False)
+    fig.update_yaxes(showline=True, linecolor="#999", mirror=True, ticks="outside", gridcolor="#eee", zeroline=False,
+                     exponentformat="power")
+    fig.update_xaxes(exponentformat="power")
+    fig.update_annotations(font=dict(family=FONT, size=14))
+    return fig

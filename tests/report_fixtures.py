@@ -1,0 +1,31 @@
+"""Tiny trained runs and a quick report over them, shared by the report tests (d = 10, n = 20, uniform:1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from interp.config import ModelConfig, TrainConfig
+from interp.train import train
+
+NOISE = "uniform:1"
+RUNS = {"gdpp1": ("gdpp", 1), "diag1": ("diag", 1), "full2": ("full", 2)}
+
+
+def make_runs(root: Path) -> list[Path]:
+    """Three run directories (GD++ 1 layer, DIAG 1 layer, FULL 2 layers) trained for 40 steps, batch 256."""
+    out = []
+    for name, (param, layers) in RUNS.items():
+        run = root / name
+        cfg = TrainConfig(model=ModelConfig(d=10, n_layers=layers, n_heads=1, param=param), noise=NOISE, seed=0,
+                          steps=40, batch=256, lr=1e-2, n_checkpoints=4, log_every=5, resume_every=40)
+        train(cfg, run, progress=False)
+        out.append(run)
+    return out
+
+
+def quick_report(root: Path):
+    """(html path, ReportData) of a --quick report over make_runs(root / 'runs')."""
+    from interp.report import Settings, write_report
+
+    runs = make_runs(root / "runs")
+    return write_report(runs, root / "out" / "report.html", Settings.quick())

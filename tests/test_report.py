@@ -1,0 +1,164 @@
+"""interp report: one self-contained HTML file, every section, labelled axes, cached records, the CLI shell."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from plotly.offline import get_plotlyjs
+
+from report_fixtures import NOISE, make_runs, quick_report
+
+pytestmark = pytest.mark.slow
+
+PANELS = ["loss-vs-layers", f"profiles-{NOISE.replace(':', '-')}", "heatmaps", "after-k-layers", "omegas", "solvers",
+          "momentum", "implied-lambda", "rescaling-step", "full-fits", "training", "drift"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    path, data = quick_report(root)
+    return path, data, path.read_text()
+
+
+def test_self_contained_with_plotly_js_once(report):
+    path, _, html = report
+    head = get_plotlyjs()[:80]
+    assert html.count(head) == 1  # plotly.js embedded exactly once
+    assert not re.search(r"<script[^>]+src=", html)  # nothing fetched: no external scripts
+    assert not re.search(r"<link[^>]+href=[\"']?https?:", html)
+    assert "mathjax" not in html.lower().split("</head>")[1][:2000]
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+
+
+def test_every_section_in_toc_with_caption_and_figure(report):
+    _, _, html = report
+    assert 'id="summary"' in html
+    for pid in PANELS:
+        assert f'href="#{pid}"' in html, pid
+        card = html.split(f'<div class="card" id="{pid}">', 1)[1].split('<div class="card"', 1)[0]
+        assert '<p class="look">' in card, pid  # a text saying what to look for
+        assert f'id="fig-{pid}"' in card and "Plotly.newPlot" in card, pid
+
+
+def _axes(fig):
+    layout = fig.to_plotly_json()["layout"]
+    return {k: v for k, v in layout.items() if re.fullmatch(r"[xy]axis\d*", k)}
+
+
+def test_every_axis_labelled_and_every_trace_hovers(report):
+    from interp.report.html import sections
+
+    _, data, _ = report
+    panels = [p for _, _, ps in sections(data) for p in ps]
+    assert [p.id for p in panels] == PANELS
+    for p in panels:
+        assert p.figure is not None, f"{p.id}: {p.note}"
+        used = {t.xaxis or "x" for t in p.figure.data} | {t.yaxis or "y" for t in p.figure.data}
+        for name, axis in _axes(p.figure).items():
+            short = name.replace("axis", "")
+            if short in used:
+                assert (axis.get("title") or {}).get("text"), f"{p.id}: {name} has no title"
+        for t in p.figure.data:
+            assert t.hovertemplate, f"{p.id}: a trace without hover text"
+
+
+def test_log_axes_where_the_paper_uses_them(report):
+    from interp.report import figures
+
+    _, data, _ = report
+    fig = figures.loss_vs_layers(data).figure
+    assert fig.layout.yaxis.type == "log"
+    assert figures.sigma_profiles(data, NOISE).figure.layout.yaxis.type == "log"
+
+
+def test_summary_rows_match_records_and_paper(report):
+    from interp.report import summary_rows, summary_text
+
+    _, data, html = report
+    rows = summary_rows(data)
+    models = [r for r in rows if r["kind"] == "model"]
+    assert [r["name"] for r in models] == ["gdpp1", "diag1", "full2"]
+    for r in models:
+        assert r["mean"] == data.records[r["name"]]["loss"]["mean"] and math.isfinite(r["mean"])
+        assert r["paper"] is not None and r["ratio"] == pytest.approx(r["mean"] / r["paper"])  # Table 1 has uniform:1
+    assert {r["name"] for r in rows if r["kind"] == "baseline"} == {"ConstRR", "AdaRR", "TunedRR", "Bayes floor"}
+    bayes = next(r for r in rows if r["name"] == "Bayes floor")
+    assert all(bayes["mean"] <= r["mean"] + 3 * r["stderr"] for r in rows)  # the floor is a floor
+    text = summary_text(data)
+    assert "full2" in text and "Bayes floor" in text
+    assert f"{models[0]['mean']:.4g}" in html
+
+
+def test_heatmaps_share_one_symmetric_scale_per_model(report):
+    from interp.report import figures
+
+    _, data, _ = report
+    fig = figures.heatmaps(data).figure
+    by_model = {}
+    for t in fig.data:
+        label = t.hovertemplate.split("<br>")[0]
+        by_model.setdefault(label, set()).add((t.zmin, t.zmax))
+    assert set(by_model) == {"gdpp1", "diag1", "full2"}
+    for scales in by_model.values():
+        assert len(scales) == 1
+        lo, hi = scales.pop()
+        assert lo == -hi and hi > 0
+    assert len(fig.layout.updatemenus[0].buttons) == 3
+
+
+def test_records_are_cached_next_to_the_checkpoint(report, tmp_path):
+    from interp.report.data import CACHE_FILE, Settings, gather
+
+    path, data, _ = report
+    for e in data.entries:
+        assert (e.run_dir / CACHE_FILE).is_file()
+    again = gather([e.path for e in data.entries], Settings.quick())
+    assert all(r["cached"] for r in again.records.values())
+    assert again.records["full2"]["loss"] == data.records["full2"]["loss"]
+    other = gather([data.entries[0].path], Settings.quick().__class__(**{**Settings.quick().__dict__, "seed": 1}))
+    assert not other.records["gdpp1"]["cached"]  # other settings, other key
+
+
+def test_drift_section_says_when_unavailable(report, monkeypatch):
+    from interp.report import figures
+    from interp.report.data import Settings, drift_records
+
+    _, data, _ = report
+    assert data.drift["available"] and set(data.drift["runs"]) == {"full2"}
+    monkeypatch.setitem(sys.modules, "interp.probes.drift", None)  # import now fails
+    missing = drift_records(data.entries, Settings.quick())
+    assert missing["available"] is False and "cannot be imported" in missing["reason"]
+    data_missing = type(data)(**{**data.__dict__, "drift": missing})
+    (panel,) = figures.drift(data_missing)
+    assert panel.figure is None and "not available" in panel.note
+
+
+def test_library_never_imports_report_or_cli():
+    root = Path(__file__).resolve().parents[1] / "interp"
+    for src in root.rglob("*.py"):
+        rel = src.relative_to(root).parts
+        if rel[0] in ("report", "cli"):
+            continue
+        text = src.read_text()
+        assert not re.search(r"^\s*(from|import) interp\.(report|cli)", text, re.M), src
+
+
+def test_cli_report(tmp_path, capsys):
+    from interp.cli import main
+
+    runs = make_runs(tmp_path / "runs")[:2]
+    out = tmp_path / "r.html"
+    assert main(["report", *map(str, runs), "-o", str(out), "--quick"]) == 0
+    printed = capsys.readouterr().out
+    assert out.is_file() and str(out) in printed and "adjusted" in printed and "gdpp1" in printed
+    assert main(["report", str(runs[0]), "-o", str(tmp_path), "--quick"]) == 2  # -o is a directory
+    assert "is a directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as err:
+        main(["report", str(tmp_path / "missing")])
+    assert err.value.code == 2
