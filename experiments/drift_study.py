@@ -1,0 +1,223 @@
+"""Drift study (issue 5): do FULL 4-layer matrices move toward the DIAG structure during training?
+
+Runs `interp.probes.drift` over every complete 4-layer FULL run it finds (experiments/zoo/full4_*,
+experiments/zoo/drift/full4_*), caches each trajectory's metrics in experiments/results/drift/<run>.json
+(recomputed when the run's last step or the settings change), compares the final FULL models with the
+DIAG references (experiments/zoo/diag4_*) in distribution and per σ (FULL, its DIAG projection, DIAG),
+and writes experiments/results/drift.json plus markdown tables on stdout. Re-runnable: incomplete
+runs are listed and skipped.
+
+    OMP_NUM_THREADS=1 python experiments/drift_study.py            # ~80 s per new run, one thread
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from interp.checkpoints import load, load_trajectory
+from interp.evaluate import sigma_profile
+from interp.model import LinearTransformer
+from interp.probes.drift import DriftData, drift_trajectory, paired_losses
+from interp.probes.forms import diag_projection
+from interp.train import is_complete, load_run_config
+
+ROOT = Path(__file__).resolve().parent
+ZOO = ROOT / "zoo"
+OUT = ROOT / "results"
+CACHE = OUT / "drift"
+PRIORS = {"uniform:5": "uniform5", "categorical:1,3": "cat13"}
+MILESTONES = [0, 100, 300, 1000, 2000, 4000, 8000]  # steps reported in the tables (nearest checkpoint at or below)
+
+
+def discover() -> tuple[list[Path], list[Path]]:
+    """(complete, incomplete) 4-layer FULL run directories."""
+    found = sorted(ZOO.glob("full4_*")) + sorted((ZOO / "drift").glob("full4_*"))
+    found = [p for p in found if (p / "config.json").exists()]
+    done = [p for p in found if is_complete(p)]
+    return done, [p for p in found if p not in done]
+
+
+def run_name(run: Path) -> str:
+    return run.name
+
+
+def settings(args) -> dict:
+    return {"eval_seq": args.eval_seq, "fit_seq": args.fit_seq}
+
+
+def trajectory_metrics(run: Path, args) -> dict:
+    """The drift JSON of one run, from the cache when its last step and settings match."""
+    cfg = load_run_config(run)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / f"{run_name(run)}.json"
+    if path.exists():
+        doc = json.loads(path.read_text())
+        if doc.get("settings") == settings(args) and doc["checkpoints"][-1]["step"] == cfg.steps:
+            return doc
+    t0 = time.time()
+    traj = load_trajectory(run)
+    data = DriftData(cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq)
+    doc = {"run_dir": str(run.relative_to(ROOT.parent)), "init": cfg.init, "init_noise": cfg.init_noise, "seed": cfg.seed,
+           "settings": settings(args), **drift_trajectory(traj, data)}
+    doc["seconds"] = round(time.time() - t0, 1)
+    path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    print(f"[drift] {run_name(run)}: {len(traj)} checkpoints in {doc['seconds']} s")
+    return doc
+
+
+def at_step(doc: dict, step: int) -> dict:
+    """The last checkpoint at or before `step`."""
+    return [r for r in doc["checkpoints"] if r["step"] <= step][-1]
+
+
+def first_below(doc: dict, layer: int, key: str = "share_outside", level: float = 0.1) -> int | None:
+    """First step from which `key` of `layer` stays below `level` to the end (None if it never does)."""
+    recs = doc["checkpoints"]
+    for i, r in enumerate(recs):
+        if all(x[key][layer] < level for x in recs[i:]):
+            return r["step"]
+    return None
+
+
+def final_losses(full: LinearTransformer, diag_ref: LinearTransformer | None, noise: str, n: int, n_seq: int) -> dict:
+    """Adjusted loss of the final FULL model, its DIAG projection and the DIAG reference, on shared sequences."""
+    proj = LinearTransformer.from_omegas(diag_projection(full.P.detach(), full.Q.detach()).omega, full.cfg.d)
+    preds = {"full": full, "full_diag_projection": proj}
+    if diag_ref is not None:
+        preds["diag"] = diag_ref
+    data = DriftData(noise, d=full.cfg.d, n=n, eval_seq=n_seq, fit_seq=1)
+    loss = paired_losses({k: _f64(m) for k, m in preds.items()}, data.eval_batches, data.oracle)
+    out = {k: {"mean": v.mean().item(), "stderr": v.std().item() / len(v) ** 0.5} for k, v in loss.items()}
+    if diag_ref is not None:
+        diff = loss["full"] - loss["diag"]
+        out["full_minus_diag"] = {"mean": diff.mean().item(), "stderr": diff.std().item() / len(diff) ** 0.5}
+    return out
+
+
+def _f64(model: LinearTransformer) -> LinearTransformer:
+    from interp.probes.implicit import as_float64
+
+    return as_float64(model)
+
+
+def profiles(models: dict[str, LinearTransformer], sigmas: list[float], n: int, n_seq: int) -> dict:
+    """Adjusted loss per fixed σ (common random numbers across σ and models)."""
+    prof = sigma_profile({k: _f64(m) for k, m in models.items()}, sigmas, n_seq=n_seq, n=n, seed=7)
+    return {k: [e.mean for e in v] for k, v in prof.items()} | {"sigma": sigmas, "stderr": {k: [e.stderr for e in v] for k, v in prof.items()}}
+
+
+def fmt(x, spec=".3g") -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def print_tables(study: dict) -> None:
+    runs = study["runs"]
+    print("\n## Final checkpoints, per layer\n")
+    print("| run | layer | off-DIAG share | DIAG R² | equiv R² | x-dev P | x-dev Q | rem. eff. rank | rem. top-1 share | "
+          "top block | write share | Δloss, layer → DIAG |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, doc in runs.items():
+        r = doc["checkpoints"][-1]
+        for l in range(doc["n_layers"]):
+            blocks = {k: v[l] for k, v in r["remainder_block_share"].items()}
+            top = max(blocks, key=blocks.get)
+            print(f"| {name} | {l + 1} | {fmt(r['share_outside'][l], '.3f')} | {fmt(r['r2_diag'][l], '.3f')} | "
+                  f"{fmt(r['r2_equivariant'][l], '.3f')} | {fmt(r['x_block_dev_P'][l], '.2f')} | {fmt(r['x_block_dev_Q'][l], '.2f')} | "
+                  f"{fmt(r['remainder_effective_rank'][l], '.1f')} | {fmt(r['remainder_top1_share'][l], '.2f')} | "
+                  f"{top} {blocks[top]:.2f} | {fmt(r['write_share'][l], '.2f')} | {fmt(r['gap_per_layer'][l], '+.3f')} |")
+    print("\n## Register: layer-l write direction against later layers' read directions (|cos|), final checkpoints\n")
+    print("| run | write share l1..l4 | strongest writer → reader, abs(cos) |")
+    print("|---|---|---|")
+    for name, doc in runs.items():
+        r = doc["checkpoints"][-1]
+        src = max(range(doc["n_layers"]), key=lambda l: r["write_share"][l])
+        dst = max(range(doc["n_layers"]), key=lambda m: r["register_cos"][src][m])
+        print(f"| {name} | {' '.join(fmt(x, '.2f') for x in r['write_share'])} | "
+              f"{src + 1} → {dst + 1}: {fmt(r['register_cos'][src][dst], '.3f')} |")
+    print("\n## Off-DIAG share per layer along training (nearest checkpoint at or below the step)\n")
+    print("| run | " + " | ".join(f"step {s}" for s in MILESTONES) + " | first step < 0.1 for good, l1..l4 |")
+    print("|---|" + "---|" * (len(MILESTONES) + 1))
+    for name, doc in runs.items():
+        cells = [" / ".join(fmt(x, ".2f") for x in at_step(doc, s)["share_outside"]) for s in MILESTONES]
+        below = " / ".join(fmt(first_below(doc, l), "d") for l in range(doc["n_layers"]))
+        print(f"| {name} | " + " | ".join(cells) + f" | {below} |")
+    print("\n## Adjusted loss and functional gap along training\n")
+    print("| run | " + " | ".join(f"step {s}" for s in MILESTONES) + " |")
+    print("|---|" + "---|" * len(MILESTONES))
+    for name, doc in runs.items():
+        cells = [f"{at_step(doc, s)['loss']:.3f} / {at_step(doc, s)['loss_diag_projection']:.3f}" for s in MILESTONES]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print("\n## Final adjusted loss (in distribution), shared sequences\n")
+    print("| run | FULL | FULL's DIAG projection | DIAG reference | FULL − DIAG |")
+    print("|---|---|---|---|---|")
+    for name, fl in study["final_losses"].items():
+        d = fl.get("diag", {})
+        fd = fl.get("full_minus_diag", {})
+        print(f"| {name} | {fl['full']['mean']:.4f} ± {fl['full']['stderr']:.4f} | {fl['full_diag_projection']['mean']:.4f} | "
+              f"{fmt(d.get('mean'), '.4f')} | {fmt(fd.get('mean'), '+.4f')} ± {fmt(fd.get('stderr'), '.4f')} |")
+    for prior, prof in study["profiles"].items():
+        print(f"\n## Per-σ adjusted loss, models trained on {prior}\n")
+        names = [k for k in prof if k not in ("sigma", "stderr")]
+        print("| σ | " + " | ".join(names) + " |")
+        print("|---|" + "---|" * len(names))
+        for i, s in enumerate(prof["sigma"]):
+            print(f"| {s:g} | " + " | ".join(f"{prof[k][i]:.4f}" for k in names) + " |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--eval-seq", type=int, default=20_000)
+    ap.add_argument("--fit-seq", type=int, default=2_048)
+    ap.add_argument("--final-seq", type=int, default=100_000, help="sequences for the final in-distribution losses")
+    ap.add_argument("--profile-seq", type=int, default=10_000, help="sequences per σ of the profiles")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    done, pending = discover()
+    for p in pending:
+        print(f"[drift] skipping incomplete run {p}")
+    study = {"settings": settings(args) | {"final_seq": args.final_seq, "profile_seq": args.profile_seq},
+             "pending": [str(p.relative_to(ROOT.parent)) for p in pending], "runs": {}, "final_losses": {}, "profiles": {}}
+    for run in done:
+        study["runs"][run_name(run)] = trajectory_metrics(run, args)
+    refs = {prior: ZOO / f"diag4_{slug}" for prior, slug in PRIORS.items()}
+    refs = {prior: load(p) for prior, p in refs.items() if p.exists() and is_complete(p)}
+    for run in done:
+        cfg = load_run_config(run)
+        study["final_losses"][run_name(run)] = final_losses(load(run), refs.get(cfg.noise), cfg.noise, cfg.n, args.final_seq)
+    for prior, slug in PRIORS.items():
+        runs = [r for r in done if load_run_config(r).noise == prior and not load_run_config(r).init]
+        if not runs:
+            continue
+        top = 5.0 if prior.startswith("categorical") else 6.0
+        sigmas = [i * 0.5 for i in range(int(top / 0.5) + 1)]
+        models = {}
+        for r in runs:
+            m = load(r)
+            models[f"FULL {r.name}"] = m
+            models[f"proj {r.name}"] = LinearTransformer.from_omegas(diag_projection(m.P.detach(), m.Q.detach()).omega, m.cfg.d)
+        if prior in refs:
+            models["DIAG"] = refs[prior]
+        study["profiles"][prior] = profiles(models, sigmas, load_run_config(runs[0]).n, args.profile_seq)
+    compact = {k: v for k, v in study.items() if k != "runs"}
+    compact["runs"] = {name: {"run_dir": doc["run_dir"], "init": doc["init"], "seed": doc["seed"], "noise": doc["noise"],
+                              "cache": str((CACHE / f"{name}.json").relative_to(ROOT.parent)),
+                              "steps": [r["step"] for r in doc["checkpoints"]],
+                              **{key: [r[key] for r in doc["checkpoints"]] for key in
+                                 ("share_outside", "share_outside_read", "r2_diag", "r2_equivariant", "x_block_dev_P",
+                                  "x_block_dev_Q", "write_share", "loss", "loss_diag_projection", "gap_diag_projection",
+                                  "gap_per_layer")},
+                              "final": doc["checkpoints"][-1]}
+                       for name, doc in study["runs"].items()}
+    (OUT / "drift.json").write_text(json.dumps(compact, indent=1, allow_nan=False) + "\n")
+    print_tables(study)
+    print(f"\nwrote {OUT / 'drift.json'}")
+
+
+if __name__ == "__main__":
+    main()
