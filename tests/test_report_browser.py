@@ -60,23 +60,40 @@ def report(tmp_path_factory):
     return root, path
 
 
-@requires_chromium
-def test_every_figure_draws_without_console_errors(report):
-    root, path = report
-    page = path.read_text()
-    probe = root / "probe.html"
+def _verdict(root: Path, page: str, name: str = "probe.html") -> tuple[dict, subprocess.CompletedProcess]:
+    """Open a copy of `page` with the error capture and the drawn-figure check; return the verdict."""
+    probe = root / name
     probe.write_text(page.replace("<head>", "<head>" + CAPTURE, 1).replace("</body>", VERDICT + "</body>", 1))
     res = _chromium(root, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=30000", "--window-size=1400,1000",
                     "--dump-dom", probe.as_uri())
     found = re.search(r'<pre id="verdict">(.*?)</pre>', res.stdout, re.S)
     assert found, f"no verdict in the DOM (chromium rc {res.returncode}): {res.stderr[-2000:]}"
-    verdict = json.loads(html_lib.unescape(found.group(1)))
+    return json.loads(html_lib.unescape(found.group(1))), res
+
+
+@requires_chromium
+def test_every_figure_draws_without_console_errors(report):
+    root, path = report
+    page = path.read_text()
+    verdict, res = _verdict(root, page)
     n_figs = page.count('class="plotly-graph-div"')
     assert verdict["figures"] == n_figs >= 12
     assert verdict["missing"] == [], verdict
     assert verdict["errors"] == [], verdict["errors"]
     console = [ln for ln in res.stderr.splitlines() if "CONSOLE" in ln and ("Uncaught" in ln or "Error" in ln)]
     assert console == []
+
+
+@requires_chromium
+def test_the_check_catches_errors_and_undrawn_figures(report):
+    root, path = report
+    page = path.read_text()
+    first = re.search(r'id="(fig-[^"]+)" class="plotly-graph-div"', page).group(1)
+    broken = re.sub(r'Plotly\.newPlot\(\s*"' + first + '"', f'notAFunction("{first}"', page, count=1)
+    assert broken != page
+    verdict, _ = _verdict(root, broken, "broken.html")
+    assert verdict["missing"] == [first]
+    assert any("notAFunction" in e for e in verdict["errors"]), verdict
 
 
 @requires_chromium
