@@ -21,6 +21,9 @@ from interp.tasks import as_prior, sample_tasks
 # Peak learning rate of the fast one-cycle preset by depth: the stable peak falls with depth
 # (PAPER.md §7: 2 layers at 1e-2 fine, 4 layers diverged at 5e-3 but trained at 2e-3).
 FAST_PEAK_LR = {1: 1e-2, 2: 1e-2, 3: 4e-3, 4: 2e-3, 5: 1.5e-3, 6: 1e-3}
+# DIAG / GD++ (4 scalars per head and layer) plateau at 4 layers with 2e-3 (adjusted loss 0.11, about
+# the 3-layer value) and train to 0.06 with 5e-3: measured in experiments/results/presets.md.
+FAST_PEAK_LR_DIAG = {**FAST_PEAK_LR, 4: 5e-3, 5: 3e-3, 6: 2e-3}
 FAST_STEPS_PER_LAYER = 2000
 
 
@@ -42,7 +45,8 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     if cfg.preset == "paper":
         defaults = dict(steps=200_000, lr=1e-4, schedule="constant")
     elif cfg.preset == "fast":
-        defaults = dict(steps=FAST_STEPS_PER_LAYER * max(L, 1), lr=FAST_PEAK_LR.get(L, 1e-3), schedule="onecycle")
+        table = FAST_PEAK_LR if cfg.model.param == "full" else FAST_PEAK_LR_DIAG
+        defaults = dict(steps=FAST_STEPS_PER_LAYER * max(L, 1), lr=table.get(L, table[6]), schedule="onecycle")
     else:
         raise ValueError(f"unknown preset {cfg.preset!r} (fast or paper)")
     fill = {k: v for k, v in defaults.items() if getattr(cfg, k) is None}

@@ -84,3 +84,11 @@ def test_atomic_write_keeps_old_file_when_write_fails(tmp_path, monkeypatch):
         ck.save_checkpoint(path, random_full(d=3, n_layers=1, seed=2), 2)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.safetensors"]  # no temp file left behind
+
+
+def test_written_files_get_the_usual_mode(tmp_path):
+    path = tmp_path / "m.safetensors"
+    ck.save_checkpoint(path, random_full(d=3, n_layers=1), 0)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (path.stat().st_mode & 0o777) == (0o666 & ~mask)

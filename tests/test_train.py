@@ -34,6 +34,8 @@ def test_checkpoint_schedule_is_geometric():
 def test_presets():
     fast = resolve(TrainConfig(model=ModelConfig(n_layers=4)))
     assert (fast.steps, fast.lr, fast.schedule) == (8000, 2e-3, "onecycle")
+    diag = resolve(TrainConfig(model=ModelConfig(n_layers=4, param="diag")))
+    assert diag.lr == 5e-3  # DIAG / GD++ plateau at 4 layers with FULL's 2e-3
     paper = resolve(TrainConfig(model=ModelConfig(n_layers=4), preset="paper"))
     assert (paper.steps, paper.lr, paper.schedule, paper.batch) == (200_000, 1e-4, "constant", 2048)
     assert learning_rate(fast, 800) == pytest.approx(2e-3)  # peak at the end of warm-up
