@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from plotly.offline import get_plotlyjs
 
-from report_fixtures import NOISE, make_runs, quick_report
+from report_fixtures import CAT, NOISE, make_runs, quick_report
 
 pytestmark = pytest.mark.slow
 
-PANELS = ["loss-vs-layers", f"profiles-{NOISE.replace(':', '-')}", "heatmaps", "after-k-layers", "omegas", "solvers",
+PANELS = ["loss-vs-layers", f"profiles-{NOISE.replace(':', '-')}", "profiles-categorical-1-3", "heatmaps", "after-k-layers", "omegas", "solvers",
           "momentum", "implied-lambda", "rescaling-step", "full-fits", "training", "drift"]
 
 
@@ -73,8 +73,14 @@ def test_log_axes_where_the_paper_uses_them(report):
 
     _, data, _ = report
     fig = figures.loss_vs_layers(data).figure
-    assert fig.layout.yaxis.type == "log"
-    assert figures.sigma_profiles(data, NOISE).figure.layout.yaxis.type == "log"
+    assert fig.layout.yaxis.type == fig.layout.yaxis2.type == "log"  # one panel per prior
+    assert [a.text for a in fig.layout.annotations] == [f"noise {NOISE}", f"noise {CAT}"]
+    assert {t.xaxis for t in fig.data} == {"x", "x2"}  # each prior's curves in its own panel
+    prof = figures.sigma_profiles(data, NOISE).figure
+    assert prof.layout.yaxis.type == "log"
+    assert [(sh.x0, sh.x1) for sh in prof.layout.shapes] == [(0, 1.0)] * len(prof.layout.annotations)  # the band
+    cat = figures.sigma_profiles(data, CAT).figure
+    assert sorted((sh.x0, sh.x1) for sh in cat.layout.shapes) == [(0.85, 1.15), (2.85, 3.15)]
 
 
 def test_summary_rows_match_records_and_paper(report):
@@ -83,13 +89,16 @@ def test_summary_rows_match_records_and_paper(report):
     _, data, html = report
     rows = summary_rows(data)
     models = [r for r in rows if r["kind"] == "model"]
-    assert [r["name"] for r in models] == ["gdpp1", "diag1", "full2"]
+    assert [r["name"] for r in models] == ["gdpp1", "diag1", "full2", "diag1_cat13"]
     for r in models:
         assert r["mean"] == data.records[r["name"]]["loss"]["mean"] and math.isfinite(r["mean"])
         assert r["paper"] is not None and r["ratio"] == pytest.approx(r["mean"] / r["paper"])  # Table 1 has uniform:1
-    assert {r["name"] for r in rows if r["kind"] == "baseline"} == {"ConstRR", "AdaRR", "TunedRR", "Bayes floor"}
-    bayes = next(r for r in rows if r["name"] == "Bayes floor")
-    assert all(bayes["mean"] <= r["mean"] + 3 * r["stderr"] for r in rows)  # the floor is a floor
+    base = [r for r in rows if r["kind"] == "baseline"]
+    assert sorted((r["noise"], r["name"]) for r in base) == sorted(
+        (p, b) for p in (NOISE, CAT) for b in ("ConstRR", "AdaRR", "TunedRR", "Bayes floor"))
+    for prior in (NOISE, CAT):
+        bayes = next(r for r in base if r["name"] == "Bayes floor" and r["noise"] == prior)
+        assert all(bayes["mean"] <= r["mean"] + 3 * r["stderr"] for r in rows if r["noise"] == prior)  # a floor
     text = summary_text(data)
     assert "full2" in text and "Bayes floor" in text
     assert f"{models[0]['mean']:.4g}" in html
@@ -104,12 +113,13 @@ def test_heatmaps_share_one_symmetric_scale_per_model(report):
     for t in fig.data:
         label = t.hovertemplate.split("<br>")[0]
         by_model.setdefault(label, set()).add((t.zmin, t.zmax))
-    assert set(by_model) == {"gdpp1", "diag1", "full2"}
+    assert set(by_model) == {"gdpp1", "diag1", "full2", "diag1_cat13"}
     for scales in by_model.values():
         assert len(scales) == 1
         lo, hi = scales.pop()
         assert lo == -hi and hi > 0
-    assert len(fig.layout.updatemenus[0].buttons) == 3
+    assert len(fig.layout.updatemenus[0].buttons) == 4
+    assert fig.layout.updatemenus[0].buttons[0].label == "full2"  # the deepest FULL model first (the paper's Figure 4)
 
 
 def test_records_are_cached_next_to_the_checkpoint(report, tmp_path):
@@ -152,7 +162,7 @@ def test_library_never_imports_report_or_cli():
 def test_cli_report(tmp_path, capsys):
     from interp.cli import main
 
-    runs = make_runs(tmp_path / "runs")[:2]
+    runs = make_runs(tmp_path / "runs")[:2]  # (trains all four: a few seconds)
     out = tmp_path / "r.html"
     assert main(["report", *map(str, runs), "-o", str(out), "--quick"]) == 0
     printed = capsys.readouterr().out

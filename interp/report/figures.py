@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from interp.evaluate import paper_value
 from interp.report.data import BASELINES, Entry, ReportData
-from interp.report.style import ARCH_NAME, BAND, BASELINE_STYLE, apply_theme, layer_dash, model_color, ramp
+from interp.report.style import ARCH_NAME, BAND, BAND_STRONG, BASELINE_STYLE, apply_theme, layer_dash, model_color, ramp
 from interp.tasks import as_prior
 
 PAPER_DEPTHS = range(1, 8)
@@ -56,12 +56,12 @@ def _priors(data: ReportData) -> list[str]:
 def _in_distribution(fig: go.Figure, noise: str, row=None, col=None) -> None:
     """Shade σ values the model was trained on: [0, σ_max] for uniform, the support points otherwise."""
     prior = as_prior(noise)
-    kw = {} if row is None else dict(row=row, col=col)
+    kw = {} if row is None else dict(row=row, col=col, exclude_empty_subplots=False)
     if prior.kind == "uniform":
         fig.add_vrect(x0=0, x1=prior.sigma_max, fillcolor=BAND, line_width=0, layer="below", **kw)
     else:
         for s in prior.support:
-            fig.add_vrect(x0=s - 0.08, x1=s + 0.08, fillcolor=BAND, line_width=0, layer="below", **kw)
+            fig.add_vrect(x0=s - 0.15, x1=s + 0.15, fillcolor=BAND_STRONG, line_width=0, layer="below", **kw)
 
 
 def _grid(n: int, max_cols: int = 3) -> tuple[int, int]:
@@ -88,7 +88,7 @@ def loss_vs_layers(data: ReportData) -> Panel:
                     customdata=[[e.label, r["loss"]["mean"], r["loss"]["stderr"], paper_value(arch, prior, e.n_layers), e.step]
                                 for e, r in zip(ours, rec)],
                     hovertemplate="%{customdata[0]}<br>L = %{x}<br>adjusted loss %{customdata[1]:.5g} ± %{customdata[2]:.2g}"
-                                  "<br>paper %{customdata[3]:.4g}<br>step %{customdata[4]}<extra></extra>"))
+                                  "<br>paper %{customdata[3]:.4g}<br>step %{customdata[4]}<extra></extra>"), row=1, col=c)
                 shown.add(arch)
             paper = [(L, paper_value(arch, prior, L)) for L in PAPER_DEPTHS]
             paper = [(L, v) for L, v in paper if v is not None]
@@ -98,7 +98,8 @@ def loss_vs_layers(data: ReportData) -> Panel:
                     name=f"{ARCH_NAME[arch]} (paper)", legendgroup=f"{arch}-paper", showlegend=f"{arch}p" not in shown,
                     marker=dict(size=8, symbol="circle-open", color=model_color(arch, 1, [1])),
                     line=dict(color=model_color(arch, 1, [1]), width=1, dash="dot"), opacity=0.75,
-                    hovertemplate=f"{ARCH_NAME[arch]} (paper, Table 1)<br>L = %{{x}}<br>adjusted loss %{{y:.4g}}<extra></extra>"))
+                    hovertemplate=f"{ARCH_NAME[arch]} (paper, Table 1)<br>L = %{{x}}<br>adjusted loss %{{y:.4g}}<extra></extra>"),
+                    row=1, col=c)
                 shown.add(f"{arch}p")
         for b in BASELINES:
             if b not in base["loss"]:
@@ -108,7 +109,7 @@ def loss_vs_layers(data: ReportData) -> Panel:
             fig.add_trace(go.Scatter(
                 x=[0.8, 7.2], y=[_pos(v)] * 2, mode="lines", name=label, legendgroup=b, showlegend=b not in shown,
                 line=dict(color=colour, dash=dash, width=1.6),
-                hovertemplate=f"{label}: %{{y:.5g}} (paper {_fmt(base['paper'].get(b))})<extra></extra>"))
+                hovertemplate=f"{label}: %{{y:.5g}} (paper {_fmt(base['paper'].get(b))})<extra></extra>"), row=1, col=c)
             shown.add(b)
         fig.update_xaxes(title_text="number of layers L", tickvals=list(PAPER_DEPTHS), range=[0.7, 7.3], row=1, col=c)
         fig.update_yaxes(title_text="adjusted loss (log)", type="log", row=1, col=c)
@@ -153,7 +154,7 @@ def sigma_profiles(data: ReportData, prior: str) -> Panel:
     vals += [v for b in base["profile"].values() for s, v in zip(base["sigmas"], b) if s > 0 and _pos(v)]
     if vals:  # σ = 0 baselines sit at rounding level (1e-13 and below): keep them off the scale
         fig.update_yaxes(range=[math.log10(min(vals)) - 0.2, math.log10(max(vals)) + 0.2])
-    apply_theme(fig, 430)
+    apply_theme(fig, 470)
     band = "[0, σ_max]" if as_prior(prior).kind == "uniform" else "the trained σ values"
     return Panel(f"profiles-{_slug(prior)}", f"Per-σ profiles, trained on {prior}", (
         f"Adjusted loss at each fixed evaluation σ; the grey band marks {band}, the noise seen in training. Within the "
@@ -162,7 +163,8 @@ def sigma_profiles(data: ReportData, prior: str) -> Panel:
 
 
 def heatmaps(data: ReportData) -> Panel:
-    order = sorted(data.entries, key=lambda e: (e.arch != "full", -e.n_layers))
+    # the deepest FULL model first, preferring {1,3} noise as in the paper's Figure 4
+    order = sorted(data.entries, key=lambda e: (e.arch != "full", -e.n_layers, e.noise != "categorical:1,3"))
     Lmax = max(e.n_layers for e in order)
     titles = [f"Q<sup>{l + 1}</sup>" for l in range(Lmax)] + [f"P<sup>{l + 1}</sup>" for l in range(Lmax)]
     fig = make_subplots(rows=2, cols=Lmax, subplot_titles=titles, horizontal_spacing=0.03, vertical_spacing=0.2)
@@ -267,7 +269,7 @@ def omegas(data: ReportData) -> Panel:
                          hover=names[k].replace("<sub>", "_").replace("</sub>", ""), show_legend=k == 0)
         fig.update_xaxes(title_text="layer l", dtick=1, row=1, col=k + 1)
         fig.update_yaxes(title_text="value", row=1, col=k + 1)
-    apply_theme(fig, 400)
+    apply_theme(fig, 430)
     return Panel("omegas", "ω per layer", (
         "The four products ω_xx = Σp_x q_x, ω_xy, ω_yx, ω_yy of each layer (PAPER.md §2): read from the weights for "
         "DIAG and GD++, from the nearest DIAG operator (orthogonal projection) for FULL. ω_yx < 0 is a gradient step "
@@ -329,7 +331,7 @@ def implied_lambda(data: ReportData) -> Panel:
                                      hovertemplate=f"ConstRR λ tuned on {prior}: {lam_c:.4g}<extra></extra>"))
     fig.update_xaxes(title_text="true noise σ of the sequence (bin centre)")
     fig.update_yaxes(title_text="implied ridge λ (log)", type="log")
-    apply_theme(fig, 420)
+    apply_theme(fig, 470)
     return Panel("implied-lambda", "Implied ridge λ against the true σ", (
         "For each sequence, the λ whose ridge solution (Σ + λI)^{-1}α is nearest to the model's final w^L; medians per "
         "σ bin. A model that estimates the noise follows the dashed λ = σ² line; a constant-λ ridge (GD++, "
@@ -355,7 +357,7 @@ def rescaling_and_step(data: ReportData) -> Panel:
         fig.update_xaxes(title_text="true noise σ of the sequence (bin centre)", row=1, col=c)
     fig.update_yaxes(title_text="factor on every y", row=1, col=1)
     fig.update_yaxes(title_text="GD step size", row=1, col=2)
-    apply_theme(fig, 430)
+    apply_theme(fig, 470)
     return Panel("rescaling-step", "Rescaling and effective step against σ", (
         "Per layer (layer 1 dotted, 2 dashed, 3 dash-dot, the last solid), the median over sequences in each σ bin. Left: the "
         "factor 1 + ω_yy λ^l by which layer l multiplies every label; below 1 and falling with σ is ridge-like "
@@ -443,6 +445,8 @@ def drift(data: ReportData) -> list[Panel]:
         colour, L, steps = _color(e, data), e.n_layers, [r["step"] for r in recs]
         first = True
         for (row, col, key, log) in ((1, 1, "share_outside", True), (1, 2, "r2_diag", False), (2, 2, "remainder_effective_rank", False)):
+            if any(r.get(key) is None for r in recs):
+                continue
             for l in range(L):
                 vals = [r[key][l] for r in recs]
                 fig.add_trace(go.Scatter(
@@ -453,6 +457,8 @@ def drift(data: ReportData) -> list[Panel]:
                     row=row, col=col)
                 first = False
         for key, dash in (("loss", "solid"), ("loss_diag_projection", "dot")):
+            if any(r.get(key) is None for r in recs):
+                continue
             vals = [r[key] for r in recs]
             fig.add_trace(go.Scatter(
                 x=steps, y=[_pos(v) for v in vals], mode="lines+markers", name=_name(e), legendgroup=label,

@@ -14,6 +14,7 @@ BASELINE_STYLE = {  # name -> (label, colour, dash)
 }
 FONT = "Inter, 'Helvetica Neue', Helvetica, Arial, sans-serif"
 BAND = "rgba(120, 120, 120, 0.12)"  # the in-distribution σ range
+BAND_STRONG = "rgba(120, 120, 120, 0.25)"  # narrow bands at the σ values of a categorical prior
 LAYER_DASH = ["dot", "dash", "dashdot", "longdash"]
 
 
