@@ -66,9 +66,20 @@ def trajectory_metrics(run: Path, args) -> dict:
     doc = {"run_dir": str(run.relative_to(ROOT.parent)), "init": cfg.init, "init_noise": cfg.init_noise, "seed": cfg.seed,
            "settings": settings(args), **drift_trajectory(traj, data)}
     doc["seconds"] = round(time.time() - t0, 1)
-    path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    path.write_text(json.dumps(rounded(doc), allow_nan=False, separators=(",", ":")) + "\n")
     print(f"[drift] {run_name(run)}: {len(traj)} checkpoints in {doc['seconds']} s")
     return doc
+
+
+def rounded(x, digits: int = 6):
+    """Floats to `digits` significant digits (the caches stay small; the metrics carry less precision than that)."""
+    if isinstance(x, float):
+        return float(f"{x:.{digits}g}")
+    if isinstance(x, dict):
+        return {k: rounded(v, digits) for k, v in x.items()}
+    if isinstance(x, list):
+        return [rounded(v, digits) for v in x]
+    return x
 
 
 def at_step(doc: dict, step: int) -> dict:
@@ -88,7 +99,7 @@ def first_below(doc: dict, layer: int, key: str = "share_outside", level: float 
 def final_losses(full: LinearTransformer, diag_ref: LinearTransformer | None, noise: str, n: int, n_seq: int) -> dict:
     """Adjusted loss of the final FULL model, its DIAG projection and the DIAG reference, on shared sequences."""
     proj = LinearTransformer.from_omegas(diag_projection(full.P.detach(), full.Q.detach()).omega, full.cfg.d)
-    preds = {"full": full, "full_diag_projection": proj}
+    preds = {"full": full, "full_diag_projection": proj, "full_no_register": without_register(full)}
     if diag_ref is not None:
         preds["diag"] = diag_ref
     data = DriftData(noise, d=full.cfg.d, n=n, eval_seq=n_seq, fit_seq=1)
@@ -98,6 +109,16 @@ def final_losses(full: LinearTransformer, diag_ref: LinearTransformer | None, no
         diff = loss["full"] - loss["diag"]
         out["full_minus_diag"] = {"mean": diff.mean().item(), "stderr": diff.std().item() / len(diff) ** 0.5}
     return out
+
+
+def without_register(model: LinearTransformer) -> LinearTransformer:
+    """The FULL model with the y → x column P_k[:d, d] of its strongest writer layer zeroed (the register's write)."""
+    from interp.probes.drift import register_directions
+
+    P, Q = model.P.detach().double().clone(), model.Q.detach().double()
+    l = int(register_directions(P, Q)["write_share"].argmax())
+    P[l, :, :-1, -1] = 0
+    return LinearTransformer.from_matrices(P, Q)
 
 
 def _f64(model: LinearTransformer) -> LinearTransformer:
@@ -154,12 +175,12 @@ def print_tables(study: dict) -> None:
         cells = [f"{at_step(doc, s)['loss']:.3f} / {at_step(doc, s)['loss_diag_projection']:.3f}" for s in MILESTONES]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("\n## Final adjusted loss (in distribution), shared sequences\n")
-    print("| run | FULL | FULL's DIAG projection | DIAG reference | FULL − DIAG |")
-    print("|---|---|---|---|---|")
+    print("| run | FULL | FULL's DIAG projection | FULL without the register write | DIAG reference | FULL − DIAG |")
+    print("|---|---|---|---|---|---|")
     for name, fl in study["final_losses"].items():
         d = fl.get("diag", {})
         fd = fl.get("full_minus_diag", {})
-        print(f"| {name} | {fl['full']['mean']:.4f} ± {fl['full']['stderr']:.4f} | {fl['full_diag_projection']['mean']:.4f} | "
+        print(f"| {name} | {fl['full']['mean']:.4f} ± {fl['full']['stderr']:.4f} | {fl['full_diag_projection']['mean']:.4f} | {fl['full_no_register']['mean']:.4f} | "
               f"{fmt(d.get('mean'), '.4f')} | {fmt(fd.get('mean'), '+.4f')} ± {fmt(fd.get('stderr'), '.4f')} |")
     for prior, prof in study["profiles"].items():
         print(f"\n## Per-σ adjusted loss, models trained on {prior}\n")
