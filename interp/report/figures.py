@@ -425,10 +425,13 @@ def training_curves(data: ReportData) -> Panel:
         return Panel("training", "Training curves", "", note="No run directory with metrics.jsonl among the models.")
     fig.update_xaxes(title_text="training step (log)", type="log")
     fig.update_yaxes(title_text="training loss ½·MSE (log)", type="log")
+    vals = sorted(v for t in fig.data for v in t.y if v is not None)
+    if vals:  # loss spikes of deep models (up to 1e18) would flatten everything else: start clipped at 10x the 90th percentile
+        fig.update_yaxes(range=[math.log10(vals[0]) - 0.1, math.log10(vals[int(0.9 * (len(vals) - 1))]) + 1])
     apply_theme(fig, 400)
     return Panel("training", "Training curves", (
         "The training objective (½·MSE on fresh batches, not adjusted) logged during training, as a running median over 7 "
-        "log points (deep models see rare batches with enormous loss; hover shows the logged value). Plateaus followed by "
+        "log points (deep models see rare batches with enormous loss; hover shows the logged value; the axis starts clipped above the spikes, the autoscale button shows them). Plateaus followed by "
         "sudden drops are typical of deep unnormalised models (PAPER.md §7); a curve still falling at the end means "
         "more steps would help."), fig)
 
