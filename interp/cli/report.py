@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from interp.cli import ArgError, existing_path, noise_spec
+from interp.cli import ArgError, existing_path, noise_spec, positive_int
 
 
 def add(sub) -> None:
@@ -21,7 +21,7 @@ def add(sub) -> None:
     p.add_argument("--noise", type=noise_spec, help="noise prior for models that do not record theirs")
     p.add_argument("--quick", action="store_true", help="small sequence counts: a fast, noisier preview")
     p.add_argument("--no-cache", action="store_true", help="recompute everything and leave the caches alone")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--threads", type=positive_int("--threads"), default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=cmd_report)
 
 
@@ -30,7 +30,7 @@ def cmd_report(args) -> int:
 
     from interp.report import Settings, default_zoo, summary_text, write_report, zoo_runs
 
-    torch.set_num_threads(max(1, args.threads))
+    torch.set_num_threads(args.threads)
     paths = list(args.models)
     if not paths:
         zoo = default_zoo()

@@ -256,7 +256,7 @@ def _per_layer_lines(data: ReportData, fig, getter, row=1, col=1, start: int = 1
         ys = [(_pos(v) if log else v) for v in vals]
         fig.add_trace(go.Scatter(
             x=xs, y=ys, mode="lines+markers", name=_name(e), legendgroup=e.label, showlegend=show_legend,
-            line=dict(color=_color(e, data), width=2, dash="dash" if e.arch == "full" and False else "solid"),
+            line=dict(color=_color(e, data), width=2),
             marker=dict(size=7), customdata=vals,
             hovertemplate=f"{e.label}<br>layer %{{x}}<br>{hover} %{{customdata:{fmt}}}<extra></extra>"), row=row, col=col)
 
