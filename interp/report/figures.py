@@ -287,8 +287,8 @@ def solvers(data: ReportData) -> Panel:
         fig.update_yaxes(title_text="relative distance (log)" if c == 1 else "relative distance", type="log", row=1, col=c)
     apply_theme(fig, 420)
     return Panel("solvers", "Implicit wˡ against OLS, ridge and GD", (
-        "Theorem 4.1: after l layers the model predicts ⟨w^l, x_t⟩ with a context-dependent w^l. Shown is the mean "
-        "relative distance of w^l to OLS, to the oracle ridge solution (λ = σ², the target) and to l steps of gradient "
+        "Theorem 4.1: after l layers the model predicts ⟨wˡ, x_t⟩ with a context-dependent wˡ. Shown is the mean "
+        "relative distance of wˡ to OLS, to the oracle ridge solution (λ = σ², the target) and to l steps of gradient "
         "descent with a tuned step. Look for deep DIAG/FULL models moving away from GD-l and toward the oracle ridge; "
         "OLS is close only for nearly noiseless sequences."), fig)
 
@@ -300,7 +300,7 @@ def momentum(data: ReportData) -> Panel:
     fig.update_yaxes(title_text="mean ‖u<sup>l</sup>‖")
     apply_theme(fig, 380)
     return Panel("momentum", "Momentum ‖uˡ‖ by layer", (
-        "u^l is the part of every x token that copies its own label (x_i^l = M^l x_i + y_i u^l); Lemma 4.4 shows it acts "
+        "uˡ is the part of every x token that copies its own label (x_iˡ = Mˡ x_i + y_i uˡ); Lemma 4.4 shows it acts "
         "as the velocity buffer of a momentum method, fed by ω_xy. GD++ stays at zero by construction; a DIAG or FULL "
         "model that grows u uses momentum."), fig)
 
@@ -333,7 +333,7 @@ def implied_lambda(data: ReportData) -> Panel:
     fig.update_yaxes(title_text="implied ridge λ (log)", type="log")
     apply_theme(fig, 470)
     return Panel("implied-lambda", "Implied ridge λ against the true σ", (
-        "For each sequence, the λ whose ridge solution (Σ + λI)^{-1}α is nearest to the model's final w^L; medians per "
+        "For each sequence, the λ whose ridge solution (Σ + λI)⁻¹α is nearest to the model's final wᴸ; medians per "
         "σ bin. A model that estimates the noise follows the dashed λ = σ² line; a constant-λ ridge (GD++, "
         "ConstRR) is flat. The gap between the curves and the diagonal is the price of not knowing σ."), fig)
 
@@ -360,7 +360,7 @@ def rescaling_and_step(data: ReportData) -> Panel:
     apply_theme(fig, 470)
     return Panel("rescaling-step", "Rescaling and effective step against σ", (
         "Per layer (layer 1 dotted, 2 dashed, 3 dash-dot, the last solid), the median over sequences in each σ bin. Left: the "
-        "factor 1 + ω_yy λ^l by which layer l multiplies every label; below 1 and falling with σ is ridge-like "
+        "factor 1 + ω_yy λˡ by which layer l multiplies every label; below 1 and falling with σ is ridge-like "
         "shrinkage. Right: the gradient step a layer takes, which shrinks for noisy sequences when ω_xy, ω_yx < 0 (early "
         "stopping). Only the deepest models are shown at first; click legend entries to add others."), fig)
 

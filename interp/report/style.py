@@ -56,4 +56,9 @@ def apply_theme(fig: go.Figure, height: int = 420) -> go.Figure:
                      exponentformat="power")
     fig.update_xaxes(exponentformat="power")
     fig.update_annotations(font=dict(family=FONT, size=14))
+    entries = sum(1 for t in fig.data if t.showlegend is not False and t.name)
+    if entries > 10:  # a long legend would scroll beside the plot: lay it out in rows below instead
+        rows = -(-entries // 6)
+        fig.update_layout(height=height + 26 * rows, margin=dict(b=70 + 26 * rows),
+                          legend=dict(orientation="h", yref="container", y=0.005, yanchor="bottom", x=0, xanchor="left"))
     return fig
