@@ -121,6 +121,31 @@ def without_register(model: LinearTransformer) -> LinearTransformer:
     return LinearTransformer.from_matrices(P, Q)
 
 
+def register_effect(model: LinearTransformer, noise_sigmas: list[float], n: int, n_seq: int = 5_000) -> dict:
+    """Per fixed σ: slope of the register's contribution Δŷ = ŷ − ŷ_no_register on ŷ_no_register (a rescaling of the
+    prediction when R² is high), the slope the oracle would need ((ŷ_oracle − ŷ_no_register) on ŷ_no_register), and
+    the adjusted loss with and without the register."""
+    from interp.baselines import oracle_predict
+    from interp.tasks import sample_tasks
+
+    full, bare = _f64(model), without_register(model)
+    out = {"sigma": noise_sigmas, "slope": [], "r2": [], "oracle_slope": [], "loss": [], "loss_no_register": []}
+    for s in noise_sigmas:
+        b = sample_tasks(n_seq, model.cfg.d, n, "fixed:0", torch.Generator().manual_seed(1),
+                         sigma=torch.full((n_seq,), s, dtype=torch.float64), dtype=torch.float64)
+        with torch.no_grad():
+            y, y0, yo = full(b.tokens), bare(b.tokens), oracle_predict(b)
+        dy = y - y0
+        slope = ((dy * y0).sum() / (y0 * y0).sum()).item()
+        out["slope"].append(slope)
+        out["r2"].append(1 - (((dy - slope * y0) ** 2).sum() / ((dy - dy.mean()) ** 2).sum()).item())
+        out["oracle_slope"].append((((yo - y0) * y0).sum() / (y0 * y0).sum()).item())
+        base = 0.5 * (yo - b.target) ** 2
+        out["loss"].append((0.5 * (y - b.target) ** 2 - base).mean().item())
+        out["loss_no_register"].append((0.5 * (y0 - b.target) ** 2 - base).mean().item())
+    return out
+
+
 def _f64(model: LinearTransformer) -> LinearTransformer:
     from interp.probes.implicit import as_float64
 
@@ -182,6 +207,11 @@ def print_tables(study: dict) -> None:
         fd = fl.get("full_minus_diag", {})
         print(f"| {name} | {fl['full']['mean']:.4f} ± {fl['full']['stderr']:.4f} | {fl['full_diag_projection']['mean']:.4f} | {fl['full_no_register']['mean']:.4f} | "
               f"{fmt(d.get('mean'), '.4f')} | {fmt(fd.get('mean'), '+.4f')} ± {fmt(fd.get('stderr'), '.4f')} |")
+    print("\n## The register's effect per σ: slope of Δŷ = ŷ − ŷ_no_register on ŷ_no_register (R²), the oracle's slope\n")
+    print("| run | " + " | ".join(f"σ={s:g}" for s in next(iter(study["register_effect"].values()))["sigma"]) + " |")
+    print("|---|" + "---|" * len(next(iter(study["register_effect"].values()))["sigma"]))
+    for name, e in study["register_effect"].items():
+        print(f"| {name} | " + " | ".join(f"{a:+.3f} ({r:.2f}) vs {o:+.3f}" for a, r, o in zip(e["slope"], e["r2"], e["oracle_slope"])) + " |")
     for prior, prof in study["profiles"].items():
         print(f"\n## Per-σ adjusted loss, models trained on {prior}\n")
         names = [k for k in prof if k not in ("sigma", "stderr")]
@@ -211,6 +241,8 @@ def main() -> None:
     for run in done:
         cfg = load_run_config(run)
         study["final_losses"][run_name(run)] = final_losses(load(run), refs.get(cfg.noise), cfg.noise, cfg.n, args.final_seq)
+    study["register_effect"] = {run_name(r): register_effect(load(r), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], load_run_config(r).n)
+                                for r in done}
     for prior, slug in PRIORS.items():
         runs = [r for r in done if load_run_config(r).noise == prior and not load_run_config(r).init]
         if not runs:
