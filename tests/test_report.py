@@ -172,3 +172,23 @@ def test_cli_report(tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
         main(["report", str(tmp_path / "missing")])
     assert err.value.code == 2
+
+
+def test_several_runs_at_one_depth(report):
+    from interp.checkpoints import list_checkpoints
+    from interp.report import figures
+    from interp.report.data import Settings, gather
+
+    _, data, _ = report
+    full = next(e for e in data.entries if e.label == "full2")
+    early = list_checkpoints(full.run_dir)[1][1]
+    both = gather([full.path, early], Settings.quick(), with_drift=False)
+    assert [e.label for e in both.entries] == ["full2", f"full2@{list_checkpoints(full.run_dir)[1][0]}"]
+    fig = figures.loss_vs_layers(both).figure
+    line = next(t for t in fig.data if t.name == "FULL")
+    others = next(t for t in fig.data if t.name == "FULL (other runs)")
+    assert len(line.x) == len(others.x) == 1  # the line joins the best run per depth; the other is a marker
+    best = min(both.records.values(), key=lambda r: r["loss"]["mean"])["loss"]["mean"]
+    assert line.customdata[0][1] == best
+    names = [t.name for t in figures.omegas(both).figure.data if t.showlegend is not False]
+    assert len(set(names)) == len(names) == 2  # legend names say which run when arch and depth coincide

@@ -19,6 +19,8 @@ from interp.report.style import ARCH_NAME, BAND, BAND_STRONG, BASELINE_STYLE, ap
 from interp.tasks import as_prior
 
 PAPER_DEPTHS = range(1, 8)
+RANK = {"gdpp": 10, "diag": 20, "full": 30}  # legend order: architectures, then baselines
+RUN_PALETTE = ["#D8453B", "#2F6DB5", "#3B9B4A", "#E08A1E", "#7B4FA0", "#17A2B8", "#8C564B", "#D45F9E"]
 
 
 @dataclass
@@ -41,8 +43,12 @@ def _fmt(v, spec=".4g") -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
-def _name(e: Entry) -> str:
-    return f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}" + ("" if e.complete else f" (step {e.step})")
+def _name(e: Entry, data: ReportData) -> str:
+    """Legend name: architecture and depth, plus the run's label where several models share them."""
+    name = f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}"
+    if sum((x.arch, x.n_layers) == (e.arch, e.n_layers) for x in data.entries) > 1:
+        name += f" · {e.label}"
+    return name + ("" if e.complete else f" (step {e.step})")
 
 
 def _color(e: Entry, data: ReportData) -> str:
@@ -78,24 +84,36 @@ def loss_vs_layers(data: ReportData) -> Panel:
         base = data.baselines[prior]
         for arch in ("gdpp", "diag", "full"):
             ours = sorted((e for e in data.entries if e.noise == prior and e.arch == arch), key=lambda e: e.n_layers)
-            if ours:
-                rec = [data.records[e.label] for e in ours]
+            best = {}  # the lowest loss per depth carries the line (the paper reports the best of 5 seeds)
+            for e in ours:
+                if e.n_layers not in best or data.records[e.label]["loss"]["mean"] < data.records[best[e.n_layers].label]["loss"]["mean"]:
+                    best[e.n_layers] = e
+            for kind, group in (("best", [best[L] for L in sorted(best)]), ("other", [e for e in ours if e not in best.values()])):
+                if not group:
+                    continue
+                rec = [data.records[e.label] for e in group]
+                colour = _color(ours[-1], data)
                 fig.add_trace(go.Scatter(
-                    x=[e.n_layers for e in ours], y=[_pos(r["loss"]["mean"]) for r in rec], mode="lines+markers",
-                    name=ARCH_NAME[arch], legendgroup=arch, showlegend=arch not in shown,
-                    marker=dict(size=10, color=_color(ours[-1], data), line=dict(width=1, color="white")),
-                    line=dict(color=_color(ours[-1], data), width=2),
+                    x=[e.n_layers for e in group], y=[_pos(r["loss"]["mean"]) for r in rec],
+                    mode="lines+markers" if kind == "best" else "markers",
+                    name=ARCH_NAME[arch] if kind == "best" else f"{ARCH_NAME[arch]} (other runs)", legendgroup=arch,
+                    showlegend=(arch if kind == "best" else f"{arch}o") not in shown,
+                    legendrank=RANK[arch] + (0 if kind == "best" else 1),
+                    marker=dict(size=10 if kind == "best" else 7, color=colour, line=dict(width=1, color="white"),
+                                opacity=1 if kind == "best" else 0.55),
+                    line=dict(color=colour, width=2),
                     customdata=[[e.label, r["loss"]["mean"], r["loss"]["stderr"], paper_value(arch, prior, e.n_layers), e.step]
-                                for e, r in zip(ours, rec)],
+                                for e, r in zip(group, rec)],
                     hovertemplate="%{customdata[0]}<br>L = %{x}<br>adjusted loss %{customdata[1]:.5g} ± %{customdata[2]:.2g}"
                                   "<br>paper %{customdata[3]:.4g}<br>step %{customdata[4]}<extra></extra>"), row=1, col=c)
-                shown.add(arch)
+                shown.add(arch if kind == "best" else f"{arch}o")
             paper = [(L, paper_value(arch, prior, L)) for L in PAPER_DEPTHS]
             paper = [(L, v) for L, v in paper if v is not None]
             if paper:
                 fig.add_trace(go.Scatter(
                     x=[L for L, _ in paper], y=[_pos(v) for _, v in paper], mode="lines+markers",
                     name=f"{ARCH_NAME[arch]} (paper)", legendgroup=f"{arch}-paper", showlegend=f"{arch}p" not in shown,
+                    legendrank=RANK[arch] + 2,
                     marker=dict(size=8, symbol="circle-open", color=model_color(arch, 1, [1])),
                     line=dict(color=model_color(arch, 1, [1]), width=1, dash="dot"), opacity=0.75,
                     hovertemplate=f"{ARCH_NAME[arch]} (paper, Table 1)<br>L = %{{x}}<br>adjusted loss %{{y:.4g}}<extra></extra>"),
@@ -108,6 +126,7 @@ def loss_vs_layers(data: ReportData) -> Panel:
             v = base["loss"][b]["mean"]
             fig.add_trace(go.Scatter(
                 x=[0.8, 7.2], y=[_pos(v)] * 2, mode="lines", name=label, legendgroup=b, showlegend=b not in shown,
+                legendrank=100 + BASELINES.index(b),
                 line=dict(color=colour, dash=dash, width=1.6),
                 hovertemplate=f"{label}: %{{y:.5g}} (paper {_fmt(base['paper'].get(b))})<extra></extra>"), row=1, col=c)
             shown.add(b)
@@ -115,7 +134,8 @@ def loss_vs_layers(data: ReportData) -> Panel:
         fig.update_yaxes(title_text="adjusted loss (log)", type="log", row=1, col=c)
     apply_theme(fig, 440)
     return Panel("loss-vs-layers", "Adjusted loss vs number of layers", (
-        "Filled markers are the models in this report, open markers the paper's Table 1 for 1–7 layers, horizontal "
+        "Filled markers are the models in this report (the line joins the best run per depth, as the paper reports the "
+        "best of 5 seeds; faint markers are other runs), open markers the paper's Table 1 for 1–7 layers, horizontal "
         "lines the ridge baselines and the Bayes floor measured on the same sequences. Look for GD++ flattening onto "
         "ConstRR from 3 layers while DIAG and FULL keep falling toward TunedRR and the Bayes floor; a model far above "
         "its open marker is under-trained."), fig)
@@ -143,7 +163,7 @@ def sigma_profiles(data: ReportData, prior: str) -> Panel:
             r = data.records[e.label]
             mean, se = r["profile_mean"][-1], r["profile_stderr"][-1]
             fig.add_trace(go.Scatter(
-                x=r["sigmas"], y=[_pos(v) for v in mean], mode="lines+markers", name=_name(e), legendgroup=e.label,
+                x=r["sigmas"], y=[_pos(v) for v in mean], mode="lines+markers", name=_name(e, data), legendgroup=e.label,
                 line=dict(color=_color(e, data), width=2.4), marker=dict(size=6),
                 customdata=list(zip(mean, se)),
                 hovertemplate=f"{e.label}<br>σ = %{{x}}<br>adjusted loss %{{customdata[0]:.5g}} ± %{{customdata[1]:.2g}}<extra></extra>"),
@@ -190,7 +210,7 @@ def heatmaps(data: ReportData) -> Panel:
     for (e, scale), (a, b) in zip(buttons, visible_sets):
         vis = [a <= i < b for i in range(n_traces)]
         menu.append(dict(label=f"{e.label}", method="update",
-                         args=[{"visible": vis}, {"title.text": f"{_name(e)} ({e.label}): colour scale ±{scale:.3g}"}]))
+                         args=[{"visible": vis}, {"title.text": f"{_name(e, data)} ({e.label}): colour scale ±{scale:.3g}"}]))
     for c in range(1, Lmax + 1):
         for r_ in (1, 2):
             fig.update_xaxes(title_text="column j", tickfont=dict(size=9), row=r_, col=c, showgrid=False, mirror=True)
@@ -199,7 +219,7 @@ def heatmaps(data: ReportData) -> Panel:
     apply_theme(fig, 600)
     first_e, first_scale = buttons[0]
     fig.update_layout(
-        title=dict(text=f"{_name(first_e)} ({first_e.label}): colour scale ±{first_scale:.3g}", x=0.01, font=dict(size=14)),
+        title=dict(text=f"{_name(first_e, data)} ({first_e.label}): colour scale ±{first_scale:.3g}", x=0.01, font=dict(size=14)),
         updatemenus=[dict(buttons=menu, direction="down", x=1.0, xanchor="right", y=1.16, yanchor="top",
                           showactive=True, bgcolor="white")],
         margin=dict(t=90))
@@ -255,7 +275,7 @@ def _per_layer_lines(data: ReportData, fig, getter, row=1, col=1, start: int = 1
         xs = list(range(start, start + len(vals)))
         ys = [(_pos(v) if log else v) for v in vals]
         fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="lines+markers", name=_name(e), legendgroup=e.label, showlegend=show_legend,
+            x=xs, y=ys, mode="lines+markers", name=_name(e, data), legendgroup=e.label, showlegend=show_legend,
             line=dict(color=_color(e, data), width=2),
             marker=dict(size=7), customdata=vals,
             hovertemplate=f"{e.label}<br>layer %{{x}}<br>{hover} %{{customdata:{fmt}}}<extra></extra>"), row=row, col=col)
@@ -313,7 +333,7 @@ def implied_lambda(data: ReportData) -> Panel:
         lam = p["median_by_sigma"][-1]
         sig_all += p["sigma"]
         fig.add_trace(go.Scatter(
-            x=p["sigma"], y=[_pos(v) for v in lam], mode="lines+markers", name=_name(e), legendgroup=e.label,
+            x=p["sigma"], y=[_pos(v) for v in lam], mode="lines+markers", name=_name(e, data), legendgroup=e.label,
             line=dict(color=_color(e, data), width=2), marker=dict(size=7), customdata=lam,
             hovertemplate=f"{e.label}, last layer<br>σ ≈ %{{x:.3g}}<br>median implied λ %{{customdata:.5g}}<extra></extra>"))
     if sig_all:
@@ -349,7 +369,7 @@ def rescaling_and_step(data: ReportData) -> Panel:
             L = e.n_layers
             for l, vals in enumerate(p["median_by_sigma"], start=1):
                 fig.add_trace(go.Scatter(
-                    x=p["sigma"], y=vals, mode="lines+markers", name=_name(e), legendgroup=e.label,
+                    x=p["sigma"], y=vals, mode="lines+markers", name=_name(e, data), legendgroup=e.label,
                     showlegend=(c == 1 and l == 1), visible=True if e.n_layers == deepest else "legendonly",
                     line=dict(color=_color(e, data), width=2, dash=layer_dash(l, L)), marker=dict(size=5),
                     hovertemplate=f"{e.label}, layer {l}<br>σ ≈ %{{x:.3g}}<br>median %{{y:.5g}}<extra></extra>"),
@@ -378,18 +398,18 @@ def full_fits(data: ReportData) -> Panel:
         delta = (p.get("ablation") or {}).get("delta_per_layer") or [None] * L
         r2 = p["fits"]["diag"]["r2"]
         fig.add_trace(go.Scatter(
-            x=list(range(1, L + 1)), y=r2, mode="lines+markers", name=_name(e), legendgroup=e.label,
+            x=list(range(1, L + 1)), y=r2, mode="lines+markers", name=_name(e, data), legendgroup=e.label,
             line=dict(color=colour, width=2), marker=dict(size=8), customdata=[[v, _fmt(d, "+.3g")] for v, d in zip(r2, delta)],
             hovertemplate=f"{e.label}<br>layer %{{x}}<br>R² %{{customdata[0]:.5f}}<br>Δ adjusted loss if DIAG-projected "
                           "%{customdata[1]}<extra></extra>"), row=1, col=1)
         share = p["projection"]["share_outside"]
         fig.add_trace(go.Scatter(
-            x=list(range(1, L + 1)), y=[_pos(v) for v in share], mode="lines+markers", name=_name(e), legendgroup=e.label,
+            x=list(range(1, L + 1)), y=[_pos(v) for v in share], mode="lines+markers", name=_name(e, data), legendgroup=e.label,
             showlegend=False, line=dict(color=colour, width=2), marker=dict(size=8), customdata=share,
             hovertemplate=f"{e.label}<br>layer %{{x}}<br>off-DIAG share %{{customdata:.4g}}<extra></extra>"), row=1, col=2)
         for l, sv in enumerate(p["projection"]["remainder_sv"], start=1):
             fig.add_trace(go.Scatter(
-                x=list(range(1, len(sv) + 1)), y=[_pos(v) for v in sv], mode="lines+markers", name=_name(e),
+                x=list(range(1, len(sv) + 1)), y=[_pos(v) for v in sv], mode="lines+markers", name=_name(e, data),
                 legendgroup=e.label, showlegend=False, line=dict(color=colour, width=1.6, dash=layer_dash(l, L)),
                 marker=dict(size=5), customdata=sv,
                 hovertemplate=f"{e.label}, layer {l}<br>singular value #%{{x}}: %{{customdata:.4g}}<extra></extra>"), row=1, col=3)
@@ -417,7 +437,7 @@ def training_curves(data: ReportData) -> Panel:
         any_curve = True
         smooth = _rolling_median(cur["loss"], 7)
         fig.add_trace(go.Scatter(
-            x=cur["step"], y=[_pos(v) for v in smooth], mode="lines", name=_name(e), legendgroup=e.label,
+            x=cur["step"], y=[_pos(v) for v in smooth], mode="lines", name=_name(e, data), legendgroup=e.label,
             line=dict(color=_color(e, data), width=1.8), customdata=list(zip(smooth, cur["loss"])),
             hovertemplate=f"{e.label}<br>step %{{x}}<br>running median %{{customdata[0]:.5g}}"
                           "<br>logged ½·MSE %{customdata[1]:.5g}<extra></extra>"))
@@ -443,9 +463,10 @@ def drift(data: ReportData) -> list[Panel]:
     titles = ["share of ‖K‖² outside DIAG", "DIAG-form fit R²", "adjusted loss: model (solid), DIAG projection (dotted)",
               "effective rank of the remainder"]
     fig = make_subplots(rows=2, cols=2, subplot_titles=titles, horizontal_spacing=0.09, vertical_spacing=0.16)
-    for label, recs in d["runs"].items():
+    for i, (label, recs) in enumerate(d["runs"].items()):
         e = next(x for x in data.entries if x.label == label)
-        colour, L, steps = _color(e, data), e.n_layers, [r["step"] for r in recs]
+        colour = RUN_PALETTE[i % len(RUN_PALETTE)] if len(d["runs"]) > 1 else _color(e, data)  # runs apart, not by arch
+        L, steps = e.n_layers, [r["step"] for r in recs]
         first = True
         for (row, col, key, log) in ((1, 1, "share_outside", True), (1, 2, "r2_diag", False), (2, 2, "remainder_effective_rank", False)):
             if any(r.get(key) is None for r in recs):
@@ -453,7 +474,7 @@ def drift(data: ReportData) -> list[Panel]:
             for l in range(L):
                 vals = [r[key][l] for r in recs]
                 fig.add_trace(go.Scatter(
-                    x=steps, y=[(_pos(v) if log else v) for v in vals], mode="lines+markers", name=_name(e),
+                    x=steps, y=[(_pos(v) if log else v) for v in vals], mode="lines+markers", name=_name(e, data),
                     legendgroup=label, showlegend=first, line=dict(color=colour, width=1.8, dash=layer_dash(l + 1, L)),
                     marker=dict(size=5), customdata=vals,
                     hovertemplate=f"{label}, layer {l + 1}<br>step %{{x}}<br>{key} %{{customdata:.5g}}<extra></extra>"),
@@ -464,7 +485,7 @@ def drift(data: ReportData) -> list[Panel]:
                 continue
             vals = [r[key] for r in recs]
             fig.add_trace(go.Scatter(
-                x=steps, y=[_pos(v) for v in vals], mode="lines+markers", name=_name(e), legendgroup=label,
+                x=steps, y=[_pos(v) for v in vals], mode="lines+markers", name=_name(e, data), legendgroup=label,
                 showlegend=False, line=dict(color=colour, width=1.8, dash=dash), marker=dict(size=5),
                 customdata=[[v, r.get("gap_diag_projection")] for v, r in zip(vals, recs)],
                 hovertemplate=f"{label} ({'model' if key == 'loss' else 'DIAG projection'})<br>step %{{x}}<br>adjusted loss "
@@ -475,7 +496,8 @@ def drift(data: ReportData) -> list[Panel]:
         fig.update_yaxes(title_text=ytitle, type="log" if log else "linear", row=row, col=col)
     apply_theme(fig, 720)
     return [Panel("drift", "Drift of FULL models over training", (
-        "Measured on a few checkpoints of every FULL run (interp.probes.drift; layer 1 dotted, 2 dashed, 3 dash-dot, the last solid). Does FULL drift "
+        "Measured on a few checkpoints of every FULL run (interp.probes.drift; one colour per run; layer 1 dotted, 2 dashed, "
+        "3 dash-dot, the last solid). Does FULL drift "
         "toward the DIAG structure? Look for the share outside DIAG falling and R² rising as training proceeds, and "
         "for the dotted DIAG-projection loss meeting the model's loss: where they stay apart, the non-DIAG remainder "
         "carries function. A low effective rank of the remainder means a low-rank component, a high one noise."), fig)]
