@@ -183,8 +183,8 @@ def sigma_profiles(data: ReportData, prior: str) -> Panel:
 
 
 def heatmaps(data: ReportData) -> Panel:
-    # the deepest FULL model first, preferring {1,3} noise as in the paper's Figure 4
-    order = sorted(data.entries, key=lambda e: (e.arch != "full", -e.n_layers, e.noise != "categorical:1,3"))
+    # the deepest FULL model first, finished runs before running ones, {1,3} noise as in the paper's Figure 4
+    order = sorted(data.entries, key=lambda e: (e.arch != "full", -e.n_layers, not e.complete, e.noise != "categorical:1,3"))
     Lmax = max(e.n_layers for e in order)
     titles = [f"Q<sup>{l + 1}</sup>" for l in range(Lmax)] + [f"P<sup>{l + 1}</sup>" for l in range(Lmax)]
     fig = make_subplots(rows=2, cols=Lmax, subplot_titles=titles, horizontal_spacing=0.03, vertical_spacing=0.2)
