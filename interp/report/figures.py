@@ -51,6 +51,10 @@ def _name(e: Entry, data: ReportData) -> str:
     return name + ("" if e.complete else f" (step {e.step})")
 
 
+def _title(e: Entry) -> str:
+    return f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}, {e.label}" + ("" if e.complete else f" (step {e.step})")
+
+
 def _color(e: Entry, data: ReportData) -> str:
     return model_color(e.arch, e.n_layers, [x.n_layers for x in data.entries])
 
@@ -210,7 +214,7 @@ def heatmaps(data: ReportData) -> Panel:
     for (e, scale), (a, b) in zip(buttons, visible_sets):
         vis = [a <= i < b for i in range(n_traces)]
         menu.append(dict(label=f"{e.label}", method="update",
-                         args=[{"visible": vis}, {"title.text": f"{_name(e, data)} ({e.label}): colour scale ±{scale:.3g}"}]))
+                         args=[{"visible": vis}, {"title.text": f"{_title(e)}: colour scale ±{scale:.3g}"}]))
     for c in range(1, Lmax + 1):
         for r_ in (1, 2):
             fig.update_xaxes(title_text="column j", tickfont=dict(size=9), row=r_, col=c, showgrid=False, mirror=True)
@@ -219,7 +223,7 @@ def heatmaps(data: ReportData) -> Panel:
     apply_theme(fig, 600)
     first_e, first_scale = buttons[0]
     fig.update_layout(
-        title=dict(text=f"{_name(first_e, data)} ({first_e.label}): colour scale ±{first_scale:.3g}", x=0.01, font=dict(size=14)),
+        title=dict(text=f"{_title(first_e)}: colour scale ±{first_scale:.3g}", x=0.01, font=dict(size=14)),
         updatemenus=[dict(buttons=menu, direction="down", x=1.0, xanchor="right", y=1.16, yanchor="top",
                           showactive=True, bgcolor="white")],
         margin=dict(t=90))
