@@ -88,9 +88,10 @@ def zoo_runs(zoo: Path) -> list[Path]:
     def key(p: Path):
         try:
             cfg = json.loads((p / CONFIG_FILE).read_text())
-            return (cfg["noise"], cfg["model"]["n_layers"], arch_rank.get(cfg["model"]["param"], 3), p.name)
+            noise = cfg["noise"]  # uniform priors (the paper's main setting) first
+            return (not noise.startswith("uniform"), noise, cfg["model"]["n_layers"], arch_rank.get(cfg["model"]["param"], 3), p.name)
         except (OSError, ValueError, KeyError):
-            return ("~", 0, 9, p.name)
+            return (True, "~", 0, 9, p.name)
     return sorted(runs, key=key)
 
 
