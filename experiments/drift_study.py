@@ -87,11 +87,11 @@ def at_step(doc: dict, step: int) -> dict:
     return [r for r in doc["checkpoints"] if r["step"] <= step][-1]
 
 
-def first_below(doc: dict, layer: int, key: str = "share_outside", level: float = 0.1) -> int | None:
-    """First step from which `key` of `layer` stays below `level` to the end (None if it never does)."""
+def first_below(doc: dict, layer: int, key: str = "share_outside", level: float = 0.1, above: bool = False) -> int | None:
+    """First step from which `key` of `layer` stays below (above) `level` to the end (None if it never does)."""
     recs = doc["checkpoints"]
     for i, r in enumerate(recs):
-        if all(x[key][layer] < level for x in recs[i:]):
+        if all((x[key][layer] > level) if above else (x[key][layer] < level) for x in recs[i:]):
             return r["step"]
     return None
 
@@ -187,12 +187,14 @@ def print_tables(study: dict) -> None:
         print(f"| {name} | {' '.join(fmt(x, '.2f') for x in r['write_share'])} | "
               f"{src + 1} → {dst + 1}: {fmt(r['register_cos'][src][dst], '.3f')} |")
     print("\n## Off-DIAG share per layer along training (nearest checkpoint at or below the step)\n")
-    print("| run | " + " | ".join(f"step {s}" for s in MILESTONES) + " | first step < 0.1 for good, l1..l4 |")
-    print("|---|" + "---|" * (len(MILESTONES) + 1))
+    print("| run | " + " | ".join(f"step {s}" for s in MILESTONES) + " | first step < 0.1 for good, l1..l4 | "
+          "layer-3 write share > 0.2 for good from |")
+    print("|---|" + "---|" * (len(MILESTONES) + 2))
     for name, doc in runs.items():
         cells = [" / ".join(fmt(x, ".2f") for x in at_step(doc, s)["share_outside"]) for s in MILESTONES]
         below = " / ".join(fmt(first_below(doc, l), "d") for l in range(doc["n_layers"]))
-        print(f"| {name} | " + " | ".join(cells) + f" | {below} |")
+        reg = fmt(first_below(doc, 2, "write_share", 0.2, above=True), "d") if doc["n_layers"] > 2 else "–"
+        print(f"| {name} | " + " | ".join(cells) + f" | {below} | {reg} |")
     print("\n## Adjusted loss and functional gap along training\n")
     print("| run | " + " | ".join(f"step {s}" for s in MILESTONES) + " |")
     print("|---|" + "---|" * len(MILESTONES))
