@@ -34,19 +34,27 @@ def as_predictor(model: "LinearTransformer | Predictor") -> Predictor:
 
 @dataclass
 class LossEstimate:
-    """Mean of the per-sequence adjusted loss, its standard error, the number of sequences."""
+    """Mean of the per-sequence adjusted loss, its standard error, the number of sequences; the median
+    and the largest per-sequence value show when a few blown-up sequences dominate the mean."""
 
     mean: float
     stderr: float
     n_seq: int
+    median: float = math.nan
+    worst: float = math.nan
 
     @classmethod
     def of(cls, diff: Tensor) -> "LossEstimate":
         sd = diff.std().item() if len(diff) > 1 else math.nan
-        return cls(diff.mean().item(), sd / len(diff) ** 0.5, len(diff))
+        return cls(diff.mean().item(), sd / len(diff) ** 0.5, len(diff), diff.median().item(), diff.max().item())
+
+    @property
+    def dominated(self) -> bool:
+        """True when the single worst sequence contributes more than half of the mean."""
+        return self.worst / self.n_seq > 0.5 * abs(self.mean)
 
     def to_dict(self) -> dict:
-        return {"mean": self.mean, "stderr": self.stderr, "n_seq": self.n_seq}
+        return {"mean": self.mean, "stderr": self.stderr, "n_seq": self.n_seq, "median": self.median, "worst": self.worst}
 
 
 def batches(noise: "str | NoisePrior", n_seq: int, d: int = 10, n: int = 20, seed: int = 0,

@@ -217,7 +217,7 @@ def _json_default(obj):
 
 def _csv(rows: list[dict], common: dict) -> str:
     buf = io.StringIO()
-    fields = ["view", "name", "noise", "d", "n", "seed", "layer", "sigma", "mean", "stderr", "n_seq", "paper"]
+    fields = ["view", "name", "noise", "d", "n", "seed", "layer", "sigma", "mean", "stderr", "n_seq", "median", "worst", "paper"]
     w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
     w.writeheader()
     for r in rows:
@@ -245,10 +245,13 @@ def _terminal(view: str, rows: list[dict], meta: dict, noise: str, d: int, args,
                     ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in info["params"].items()))
             paper = info["paper"]
             ratio = f"{r['mean'] / paper:.2f}" if paper else "–"
-            out.append([r["name"], what, _fmt(r["mean"]), _fmt(r["stderr"]), _fmt(paper), ratio])
+            flag = " ⚠" if r["worst"] / r["n_seq"] > 0.5 * abs(r["mean"]) else ""
+            out.append([r["name"], what, _fmt(r["mean"]) + flag, _fmt(r["stderr"]), _fmt(paper), ratio])
+        note = ("\n⚠: one sequence carries more than half of the mean (a blown-up prediction); see --json for "
+                "the median and the worst sequence." if any("⚠" in row[2] for row in out) else "")
         return (f"{head}, {args.n_seq} sequences\n"
                 + _render(["predictor", "what", "adjusted", "± s.e.", "paper", "ours/paper"], out)
-                + "\npaper: Table 1 of Vladymyrov et al. 2024 where the cell exists (models: only on their training prior).")
+                + "\npaper: Table 1 of Vladymyrov et al. 2024 where the cell exists (models: only on their training prior)." + note)
     if view == "profile":
         names = list(dict.fromkeys(r["name"] for r in rows))
         table = [[nm, *(_fmt(r["mean"]) for r in rows if r["name"] == nm)] for nm in names]
