@@ -1,6 +1,10 @@
 """interp: mechanistic interpretability for linear transformers that learn linear regression in context."""
 
+from interp.baselines import AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict, ridge_predict
 from interp.checkpoints import CheckpointError, load
+from interp.evaluate import (
+    LossEstimate, adjusted_loss, evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile,
+)
 from interp.config import ModelConfig, TrainConfig
 from interp.model import LinearTransformer, Omegas
 from interp.probes import (
@@ -8,24 +12,44 @@ from interp.probes import (
 )
 from interp.tasks import NoisePrior, TaskBatch, sample_tasks
 from interp.train import train
+from interp.tuning import baselines as tuned_baselines
+from interp.tuning import tuned
 
 __all__ = [
+    "AdaRR",
+    "Bayes",
     "CheckpointError",
+    "ConstRR",
     "DiagProjection",
+    "GDk",
     "ImplicitModel",
     "LinearTransformer",
+    "LossEstimate",
     "ModelConfig",
     "NoisePrior",
     "Omegas",
     "TaskBatch",
     "TrainConfig",
+    "TunedRR",
+    "adjusted_loss",
     "diag_ablation",
     "diag_projection",
+    "evaluate",
     "fit_layer_maps",
     "implicit_model",
     "lemma44",
     "load",
+    "ols_predict",
+    "oracle_predict",
+    "paper_value",
+    "per_layer_loss",
+    "per_layer_profile",
     "probe_model",
+    "ridge_predict",
     "sample_tasks",
+    "sigma_grid",
+    "sigma_profile",
     "train",
+    "tuned",
+    "tuned_baselines",
 ]
