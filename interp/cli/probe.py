@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
@@ -68,9 +67,6 @@ def cmd_probe(args) -> int:
     from interp.checkpoints import atomic_write_text
 
     atomic_write_text(out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(out, 0o666 & ~umask)  # the atomic write's temporary file is private (0600)
     print(f"wrote {out}")
     return 0
 
