@@ -68,3 +68,15 @@ def implicit_w1(model: LinearTransformer, tokens: torch.Tensor) -> torch.Tensor:
         A = torch.einsum("hij,bjk,hkl->bil", model.P[0], S, model.Q[0])
     d = model.cfg.d
     return -A[:, d, :d]
+
+
+def run_cli(capsys, *argv):
+    """(exit status, stdout, stderr) of `interp ARGV...` run in-process; argparse exits are caught."""
+    from interp.cli import main
+
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err

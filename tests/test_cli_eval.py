@@ -9,6 +9,7 @@ import torch
 
 from interp.checkpoints import save_checkpoint
 from interp.cli import main
+from tests.helpers import run_cli
 from interp.model import LinearTransformer
 
 torch.set_num_threads(1)
@@ -24,9 +25,7 @@ def ckpt(tmp_path):
 
 
 def run(argv, capsys):
-    rc = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+    return run_cli(capsys, *argv)
 
 
 def test_table_csv_and_json(ckpt, tmp_path, capsys):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from interp.checkpoints import save_checkpoint
-from interp.cli import main
+from tests.helpers import run_cli
 from interp.model import LinearTransformer
 
 OMEGA = [[-0.01, -0.002, -0.03, -0.001], [0.0, 0.0, -0.05, -0.0005]]
@@ -24,12 +24,7 @@ def ckpt(tmp_path):
 
 
 def probe(args, capsys):
-    try:
-        code = main(["probe", *map(str, args)])
-    except SystemExit as exit:  # argparse errors exit through Parser.error
-        code = exit.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, "probe", *args)
 
 
 def test_probe_writes_schema_and_table(ckpt, tmp_path, capsys):

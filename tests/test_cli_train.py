@@ -3,15 +3,7 @@
 import pytest
 
 from interp import checkpoints as ck
-from interp.cli import main
-from tests.helpers import random_full
-
-
-def run_cli(capsys, *argv):
-    with pytest.raises(SystemExit) as exc:
-        raise SystemExit(main(list(argv)))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
+from tests.helpers import random_full, run_cli
 
 
 @pytest.fixture
