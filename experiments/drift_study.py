@@ -25,6 +25,7 @@ from interp.evaluate import sigma_profile
 from interp.model import LinearTransformer
 from interp.probes.drift import DriftData, drift_trajectory, paired_losses
 from interp.probes.forms import diag_projection
+from interp.probes.summary import jsonable
 from interp.train import is_complete, load_run_config
 
 ROOT = Path(__file__).resolve().parent
@@ -184,8 +185,9 @@ def print_tables(study: dict) -> None:
         r = doc["checkpoints"][-1]
         src = max(range(doc["n_layers"]), key=lambda l: r["write_share"][l])
         dst = max(range(doc["n_layers"]), key=lambda m: r["register_cos"][src][m])
-        print(f"| {name} | {' '.join(fmt(x, '.2f') for x in r['write_share'])} | "
-              f"{src + 1} → {dst + 1}: {fmt(r['register_cos'][src][dst], '.3f')} |")
+        link = (f"{src + 1} → {dst + 1}: {fmt(r['register_cos'][src][dst], '.3f')}" if r["write_share"][src] >= 0.05
+                else "none (every write share < 0.05)")
+        print(f"| {name} | {' '.join(fmt(x, '.2f') for x in r['write_share'])} | {link} |")
     print("\n## Off-DIAG share per layer along training (nearest checkpoint at or below the step)\n")
     print("| run | " + " | ".join(f"step {s}" for s in MILESTONES) + " | first step < 0.1 for good, l1..l4 | "
           "layer-3 write share > 0.2 for good from |")
@@ -213,7 +215,7 @@ def print_tables(study: dict) -> None:
     print("| run | " + " | ".join(f"σ={s:g}" for s in next(iter(study["register_effect"].values()))["sigma"]) + " |")
     print("|---|" + "---|" * len(next(iter(study["register_effect"].values()))["sigma"]))
     for name, e in study["register_effect"].items():
-        print(f"| {name} | " + " | ".join(f"{a:+.3f} ({r:.2f}) vs {o:+.3f}" for a, r, o in zip(e["slope"], e["r2"], e["oracle_slope"])) + " |")
+        print(f"| {name} | " + " | ".join(f"{fmt(a, '+.3f')} ({fmt(r, '.2f')}) vs {fmt(o, '+.3f')}" for a, r, o in zip(e["slope"], e["r2"], e["oracle_slope"])) + " |")
     for prior, prof in study["profiles"].items():
         print(f"\n## Per-σ adjusted loss, models trained on {prior}\n")
         names = [k for k in prof if k not in ("sigma", "stderr")]
@@ -269,7 +271,7 @@ def main() -> None:
                                   "gap_per_layer")},
                               "final": doc["checkpoints"][-1]}
                        for name, doc in study["runs"].items()}
-    (OUT / "drift.json").write_text(json.dumps(compact, indent=1, allow_nan=False) + "\n")
+    (OUT / "drift.json").write_text(json.dumps(jsonable(compact), indent=1, allow_nan=False) + "\n")
     print_tables(study)
     print(f"\nwrote {OUT / 'drift.json'}")
 

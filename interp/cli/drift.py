@@ -102,8 +102,11 @@ def print_table(doc: dict) -> None:
     cos = last["register_cos"]
     src = max(range(len(cos)), key=lambda l: last["write_share"][l])
     dst = max(range(len(cos)), key=lambda m: cos[src][m])
-    print(f"register (step {last['step']}): layer {src + 1} writes {last['write_share'][src]:.3f} of ‖P‖² into one x-direction; "
-          f"layer {dst + 1} reads along it with |cos| {cos[src][dst]:.3f}")
+    if last["write_share"][src] >= 0.05:
+        print(f"register (step {last['step']}): layer {src + 1} writes {last['write_share'][src]:.3f} of ‖P‖² into one "
+              f"x-direction; layer {dst + 1} reads along it with |cos| {cos[src][dst]:.3f}")
+    else:
+        print(f"register (step {last['step']}): none (every layer's y → x write share < 0.05)")
     for r in picked(recs):
         print(f"step {r['step']}: adjusted loss {r['loss']:.4f} ± {_f(r['loss_stderr'], '.1e')}; DIAG projection "
               f"{r['loss_diag_projection']:.4f} (gap {r['gap_diag_projection']:+.2e} ± {_f(r['gap_diag_projection_stderr'], '.1e')}); "
