@@ -137,3 +137,24 @@ def test_paired_losses_match_evaluate():
     ours = paired_losses({"m": model}, data.eval_batches, data.oracle)["m"].mean().item()
     ref = evaluate({"m": model}, "uniform:2", n_seq=3_000, d=D_, n=N_, seed=11)["m"].mean
     assert ours == pytest.approx(ref, rel=1e-10)
+
+
+def test_register_directions_find_a_planted_register():
+    """Layer 1 writes y-row content along u (P[:d, d] = u); layer 2 reads x along u (Q_xx = qI + v uᵀ)."""
+    g = torch.Generator().manual_seed(6)
+    d, D = D_, D_ + 1
+    u = torch.randn(d, generator=g, dtype=torch.float64)
+    u = u / u.norm()
+    P, Q = torch.zeros(2, 1, D, D, dtype=torch.float64), torch.zeros(2, 1, D, D, dtype=torch.float64)
+    for l in range(2):
+        P[l, 0] = torch.diag(torch.tensor([0.5] * d + [-0.3], dtype=torch.float64))
+        Q[l, 0] = torch.diag(torch.tensor([-0.1] * d + [0.02], dtype=torch.float64))
+    P[0, 0, :d, d] = 0.4 * u
+    v = torch.randn(d, generator=g, dtype=torch.float64)
+    v = v - (v @ u) * u  # v ⟂ u: v uᵀ is traceless, so it is exactly the x-block's deviation from a multiple of I
+    Q[1, 0, :d, :d] += 0.2 * v[:, None] @ u[None]
+    w = weight_metrics(P, Q)
+    share = 0.16 / (0.16 + 0.25 * d + 0.09)
+    assert w["write_share"][0].item() == pytest.approx(share, rel=1e-12) and w["write_share"][1] == 0
+    assert w["register_cos"][0, 1].item() == pytest.approx(1.0, abs=1e-12)
+    assert w["register_cos"][1].abs().max() == 0 and w["register_cos"][0, 0] == 0  # only later layers read
