@@ -220,11 +220,12 @@ def drift_metrics(model: LinearTransformer, data: DriftData, per_layer_gap: bool
 
 
 # ---------------------------------------------------------------------- trajectories
-def _truncate(x, top: int):
-    if isinstance(x, Tensor) and x.ndim >= 2 and x.shape[-1] > top:
-        return x[..., :top]  # singular values: keep the largest
+def _truncate(x, top: int, sv: bool = False):
+    """Singular-value spectra (keys with "sv") cut to their largest `top`; everything else kept."""
     if isinstance(x, dict):
-        return {k: _truncate(v, top) for k, v in x.items()}
+        return {k: _truncate(v, top, sv or "sv" in k) for k, v in x.items()}
+    if sv and isinstance(x, Tensor):
+        return x[..., :top]
     return x
 
 
