@@ -60,9 +60,6 @@ def cmd_drift(args) -> int:
     print_table(doc)
     if out is not None:
         atomic_write_text(out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(out, 0o666 & ~umask)  # the atomic write's temporary file is private (0600)
         print(f"wrote {out}")
     return 0
 
