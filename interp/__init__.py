@@ -8,7 +8,8 @@ from interp.evaluate import (
 from interp.config import ModelConfig, TrainConfig
 from interp.model import LinearTransformer, Omegas
 from interp.probes import (
-    DiagProjection, ImplicitModel, diag_ablation, diag_projection, fit_layer_maps, implicit_model, lemma44, probe_model,
+    DiagProjection, DriftData, ImplicitModel, diag_ablation, diag_projection, drift_trajectory, fit_layer_maps,
+    implicit_model, lemma44, probe_model, run_drift,
 )
 from interp.tasks import NoisePrior, TaskBatch, sample_tasks
 from interp.train import train
@@ -21,6 +22,7 @@ __all__ = [
     "CheckpointError",
     "ConstRR",
     "DiagProjection",
+    "DriftData",
     "GDk",
     "ImplicitModel",
     "LinearTransformer",
@@ -34,6 +36,7 @@ __all__ = [
     "adjusted_loss",
     "diag_ablation",
     "diag_projection",
+    "drift_trajectory",
     "evaluate",
     "fit_layer_maps",
     "implicit_model",
@@ -46,6 +49,7 @@ __all__ = [
     "per_layer_profile",
     "probe_model",
     "ridge_predict",
+    "run_drift",
     "sample_tasks",
     "sigma_grid",
     "sigma_profile",
