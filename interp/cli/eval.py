@@ -226,11 +226,13 @@ def _csv(rows: list[dict], common: dict) -> str:
 
 
 def _write(target: str, text: str) -> None:
+    from interp.checkpoints import atomic_write_text
+
     if target == "-":
         sys.stdout.write(text)
         return
     try:
-        Path(target).write_text(text)
+        atomic_write_text(target, text)  # never a half-written CSV / JSON
     except OSError as err:
         raise ArgError(f"{target}: cannot write ({err.strerror})") from None
 

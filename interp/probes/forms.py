@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import torch
 from einops import einsum, rearrange
 from jaxtyping import Float
-from sklearn.linear_model import LinearRegression
 from torch import Tensor
 
 from interp.model import LinearTransformer
@@ -150,6 +149,8 @@ def fit_form(S: Float[Tensor, "batch D D"], F: Float[Tensor, "batch D D"], form:
     (scikit-learn, no intercept) and its R² (1 − SS_res / SS_tot, SS_tot about the mean entry)."""
     X = form_features(S, form).reshape(-1, 4 if form == "diag" else 7).numpy()
     y = F.reshape(-1).numpy()
+    from sklearn.linear_model import LinearRegression  # ~1 s to import: only when a fit is asked for
+
     reg = LinearRegression(fit_intercept=False).fit(X, y)
     return torch.from_numpy(reg.coef_.copy()), float(reg.score(X, y))
 

@@ -19,7 +19,6 @@ def write_report(paths, out: str | Path = "figures/report.html", settings: Setti
     data = gather(paths, settings, noise=noise, use_cache=use_cache, log=log)
     out = Path(out)
     atomic_write_text(out, render(data))
-    out.chmod(0o644)
     return out, data
 
 
