@@ -24,25 +24,32 @@ def run_name(arch: str, layers: int, noise: str, seed: int) -> str:
     return f"{arch}{layers}_{prior_slug(noise)}_s{seed}"
 
 
+def train_run(run: Path, cmd: list[str], cwd: Path | None = None) -> int:
+    """Train `cmd` (an `interp train ... --out RUN` command) into `run`: skip it when finished, resume
+    it when interrupted, start it afresh otherwise; write COMMAND when it completes."""
+    where = run if cwd is None else cwd / run
+    if is_complete(where):
+        print(f"{run}: done", flush=True)
+        return 0
+    if (where / "resume.safetensors").exists():
+        todo = ["interp", "train", "--resume", str(run), "--threads", "1", "--no-progress"]
+    else:
+        shutil.rmtree(where, ignore_errors=True)
+        todo = cmd
+    print(f"{run}: {shlex.join(todo)}", flush=True)
+    rc = subprocess.call(todo, cwd=cwd)
+    if rc == 0:
+        (where / "COMMAND").write_text(shlex.join(cmd) + "\n")
+    else:
+        print(f"{run}: failed with exit status {rc}", flush=True)
+    return rc
+
+
 def train_one(root: Path, arch: str, layers: int, noise: str, seed: int, extra: list[str]) -> int:
     run = root / run_name(arch, layers, noise, seed)
     cmd = ["interp", "train", "--arch", arch, "--layers", str(layers), "--noise", noise, "--seed", str(seed),
            "--threads", "1", "--no-progress", *extra, "--out", str(run)]
-    if is_complete(run):
-        print(f"{run}: done", flush=True)
-        return 0
-    if (run / "resume.safetensors").exists():
-        todo = ["interp", "train", "--resume", str(run), "--threads", "1", "--no-progress"]
-    else:
-        shutil.rmtree(run, ignore_errors=True)
-        todo = cmd
-    print(f"{run}: {shlex.join(todo)}", flush=True)
-    rc = subprocess.call(todo)
-    if rc == 0:
-        (run / "COMMAND").write_text(shlex.join(cmd) + "\n")
-    else:
-        print(f"{run}: failed with exit status {rc}", flush=True)
-    return rc
+    return train_run(run, cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_grid import train_run  # noqa: E402  (one resumable runner for the zoo and the grids)
 
 ZOO = Path(__file__).resolve().parent / "zoo"
 
@@ -30,20 +32,6 @@ def command(name: str, arch: str, layers: int, noise: str) -> list[str]:
             "--threads", "1", "--no-progress", "--out", f"experiments/zoo/{name}"]
 
 
-def is_done(run: Path) -> bool:
-    import json
-
-    cfg = run / "config.json"
-    if not cfg.exists():
-        return False
-    from interp.checkpoints import list_checkpoints
-    from interp.train import load_run_config, resolve
-
-    steps = resolve(load_run_config(run)).steps
-    ck = list_checkpoints(run)
-    return bool(ck) and ck[-1][0] == steps and json.loads(cfg.read_text()) is not None
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--list", action="store_true", help="print the commands and exit")
@@ -57,23 +45,7 @@ def main() -> int:
         if args.list:
             print(shlex.join(cmd))
             continue
-        run = ZOO / name
-        if is_done(run):
-            print(f"{name}: done", flush=True)
-            continue
-        if (run / "resume.safetensors").exists():
-            run_cmd = ["interp", "train", "--resume", f"experiments/zoo/{name}", "--threads", "1", "--no-progress"]
-        else:
-            if run.exists():
-                for f in sorted(run.rglob("*"), reverse=True):
-                    f.unlink() if f.is_file() else f.rmdir()
-            run_cmd = cmd
-        print(f"{name}: {shlex.join(run_cmd)}", flush=True)
-        rc = subprocess.call(run_cmd, cwd=root)
-        if rc != 0:
-            print(f"{name}: failed with exit status {rc}", flush=True)
-            continue
-        (run / "COMMAND").write_text(shlex.join(cmd) + "\n")
+        train_run(Path("experiments/zoo") / name, cmd, cwd=root)
     return 0
 
 
