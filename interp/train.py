@@ -94,18 +94,14 @@ def _init_model(cfg: TrainConfig) -> LinearTransformer:
         raise ValueError(f"--init: {cfg.init} has d={src.cfg.d} but the run asks for d={cfg.model.d}")
     if src.cfg.n_layers != cfg.model.n_layers:
         raise ValueError(f"--init: {cfg.init} has {src.cfg.n_layers} layers but the run asks for {cfg.model.n_layers}")
-    if cfg.model.param == "full":
+    if cfg.model.param == "full":  # a FULL run may start from any parameterization's P, Q
         P, Q = src.P.detach(), src.Q.detach()
-        std = cfg.init_noise
-        P = P + std * torch.randn(P.shape, generator=gen, dtype=torch.float64).to(P.dtype)
-        Q = Q + std * torch.randn(Q.shape, generator=gen, dtype=torch.float64).to(Q.dtype)
-        model = LinearTransformer(cfg.model, init=False)
-        if tuple(P.shape[1:2]) != (cfg.model.n_heads,):
+        if P.shape[1] != cfg.model.n_heads:
             raise ValueError(f"--init: {cfg.init} has {P.shape[1]} heads but the run asks for {cfg.model.n_heads}")
-        with torch.no_grad():
-            for block, p, q in zip(model.blocks, P, Q):
-                block.attn.P.copy_(p)
-                block.attn.Q.copy_(q)
+        P = P + cfg.init_noise * torch.randn(P.shape, generator=gen, dtype=torch.float64).to(P.dtype)
+        Q = Q + cfg.init_noise * torch.randn(Q.shape, generator=gen, dtype=torch.float64).to(Q.dtype)
+        model = LinearTransformer(cfg.model, init=False)
+        model.load_state_dict(LinearTransformer.from_matrices(P, Q, dtype=cfg.model.dtype).state_dict())
         return model
     if src.cfg != cfg.model:
         raise ValueError(f"--init: {cfg.init} is a {src.cfg.param} model with {src.cfg.n_heads} heads; "
