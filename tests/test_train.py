@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import signal
@@ -58,12 +59,34 @@ def test_training_learns_and_logs(tmp_path):
 
 def test_non_finite_loss_stops_with_step_and_keeps_last_good(tmp_path):
     cfg = small_cfg(steps=200, lr=50.0, schedule="constant", clip=None, n_checkpoints=40, noise="fixed:3")
-    with pytest.raises(TrainingDiverged, match=r"step \d+: (loss|weights) .*last good checkpoint") as err:
+    with pytest.raises(TrainingDiverged, match=r"step \d+: (loss|weights|\d+ of \d+ sequences) .*last good checkpoint") as err:
         train(cfg, tmp_path / "run", progress=False)
     ckpts = ck.list_checkpoints(tmp_path / "run")
     assert ckpts and str(ckpts[-1][1]) in str(err.value)
     model = interp.load(ckpts[-1][1])  # loads: every saved checkpoint is finite
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_guard_drops_only_overflowing_sequences():
+    """With guard="drop" the loss is the ½·MSE of the finite sequences over the full batch size."""
+    from interp.tasks import sample_tasks
+    from interp.train import _loss
+
+    cfg = small_cfg(model=ModelConfig(d=3, n_layers=6, param="diag"), batch=256, noise="uniform:5")
+    model = interp.LinearTransformer(cfg.model, init=False)
+    with torch.no_grad():  # every ω = 0.05² per layer: (1 + ω_yy λ) compounds over 6 layers, noisy contexts overflow
+        for block in model.blocks:
+            for p in block.attn.parameters():
+                p.fill_(0.05)
+    batch = sample_tasks(cfg.batch, 3, cfg.n, cfg.noise, torch.Generator().manual_seed(5))
+    per_seq = (0.5 * (model(batch.tokens) - batch.target) ** 2).detach()
+    finite = torch.isfinite(per_seq)
+    assert 0 < int((~finite).sum()) < cfg.batch // 2  # the premise: some, not most, overflow
+    loss, dropped = _loss(model, cfg, torch.Generator().manual_seed(5))
+    assert dropped == int((~finite).sum())
+    assert loss.item() == pytest.approx(per_seq[finite].sum().item() / cfg.batch, rel=1e-5)
+    with_none, n_none = _loss(model, dataclasses.replace(cfg, guard="none"), torch.Generator().manual_seed(5))
+    assert n_none == 0 and not torch.isfinite(with_none)
 
 
 def test_init_from_diag_into_full(tmp_path):

@@ -30,6 +30,8 @@ def add(sub) -> None:
     p.add_argument("--schedule", choices=["onecycle", "constant"], help="lr schedule (default from --preset)")
     p.add_argument("--clip", type=positive_float("--clip", allow_zero=True), default=1.0,
                    help="gradient-norm clip, 0 for none (default 1.0)")
+    p.add_argument("--guard", choices=["drop", "none"], default="drop",
+                   help="drop: leave sequences whose loss overflows out of that batch (default); none: stop instead")
     p.add_argument("--checkpoints", type=positive_int("--checkpoints"), default=30,
                    help="checkpoints on a geometric schedule from step 0 to the end (default 30)")
     p.add_argument("--save-every", type=positive_int("--save-every"), default=500,
@@ -82,7 +84,7 @@ def cmd_train(args) -> int:
         model = ModelConfig(d=args.d, n_layers=args.layers, n_heads=args.heads, param=args.arch, dtype=args.dtype)
         cfg = TrainConfig(model=model, noise=args.noise, n=args.n, seed=args.seed, preset=args.preset,
                           steps=args.steps, batch=args.batch, lr=args.lr, schedule=args.schedule,
-                          clip=args.clip or None, n_checkpoints=args.checkpoints, resume_every=args.save_every, init=args.init,
+                          clip=args.clip or None, guard=args.guard, n_checkpoints=args.checkpoints, resume_every=args.save_every, init=args.init,
                           init_noise=args.init_noise, device=args.device)
     try:
         result = train(cfg, run_dir, resume=bool(args.resume), progress=not args.no_progress)
