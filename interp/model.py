@@ -202,8 +202,8 @@ class LinearTransformer(HookedRootModule):
     ):
         """(ŷ, cache) as in TransformerLens; the cache is an ActivationCache (`cache["resid_pre", 0]`).
 
-        incl_bwd=True backpropagates `metric(ŷ)`, which must be a scalar (default: ŷ itself, so one
-        sequence; on a batch pass e.g. `metric=lambda y_hat: ((y_hat - target) ** 2).mean()`), and caches
+        incl_bwd=True backpropagates `metric(ŷ)`, which must be one number (default: ŷ itself, so a batch
+        of one sequence; on a larger batch pass e.g. `metric=lambda y_hat: ((y_hat - target) ** 2).mean()`), and caches
         every gradient as `<hook name>_grad`, the input tokens' included. pos_slice slices the
         positional activations only; hook_stats (S, no position axis) is cached whole.
         """
@@ -217,7 +217,7 @@ class LinearTransformer(HookedRootModule):
             out = self(tokens)
             if incl_bwd:
                 value = out if metric is None else metric(out)
-                if not isinstance(value, Tensor) or value.ndim != 0:
+                if not isinstance(value, Tensor) or value.numel() != 1:
                     shape = list(value.shape) if isinstance(value, Tensor) else type(value).__name__
                     raise ValueError(f"incl_bwd backpropagates a scalar, got {shape}: on a batch pass metric=, "
                                      "e.g. metric=lambda y_hat: y_hat.sum()")

@@ -135,6 +135,10 @@ def test_backward_cache_on_a_batch_with_a_metric():
     assert not batch.tokens.requires_grad
     with pytest.raises(ValueError, match="metric="):
         model.run_with_cache(batch.tokens, incl_bwd=True)
+    _, one = model.run_with_cache(batch.tokens[:1], incl_bwd=True)  # one sequence: ŷ itself, as in TransformerLens
+    expected = torch.zeros_like(one["blocks.1.hook_resid_post_grad"])
+    expected[:, -1, -1] = -1.0
+    assert torch.equal(one["blocks.1.hook_resid_post_grad"], expected)
 
 
 def test_pattern_hook_holds_the_linear_scores_and_drives_the_update():
