@@ -106,8 +106,10 @@ def zoo_run():
     (patching.get_act_patch_attn_out, "blocks.{}.hook_attn_out", lambda p: (slice(None), p)),
     (patching.get_act_patch_attn_head_out_all_pos, "blocks.{}.attn.hook_result",
      lambda h: (slice(None), slice(None), h)),
+    (patching.get_act_patch_resid_post, "blocks.{}.hook_resid_post", lambda p: (slice(None), p)),
+    (patching.get_act_patch_attn_head_pattern_all_pos, "blocks.{}.attn.hook_pattern", lambda h: (slice(None), h)),
     (patching.get_act_patch_stats, "blocks.{}.attn.hook_stats", None),
-], ids=["resid_pre", "attn_out", "head_out", "stats"])
+], ids=["resid_pre", "attn_out", "head_out", "resid_post", "pattern", "stats"])
 def test_patching_matches_a_hand_written_loop_and_changes_nothing(zoo_run, fn, name, where):
     model, _, corrupted, clean_cache, metric = zoo_run
     before = corrupted.clone(), {k: v.clone() for k, v in clean_cache.items()}, model.P.detach().clone()
