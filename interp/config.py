@@ -49,6 +49,17 @@ class ModelConfig:
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
 
+    # What TransformerLens's utilities read from a model's cfg (ActivationCache decompositions, patching).
+    # Properties, not fields: checkpoints and config files store exactly the fields above.
+    attn_only = property(lambda self: True, doc="No MLP layers.")
+    normalization_type = property(lambda self: None, doc="No LayerNorm: apply_ln leaves stacks unchanged.")
+    final_rms = property(lambda self: False)
+    d_mlp = property(lambda self: None)
+    d_head = property(lambda self: self.d + 1, doc="Each head writes a full token-width update P_k S Q_k e_i.")
+    n_key_value_heads = property(lambda self: None)
+    device = property(lambda self: getattr(self, "_device", "cpu"),
+                      doc="Where the model's weights live; kept current by LinearTransformer, never stored.")
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
