@@ -87,7 +87,7 @@ class TrainConfig:
     schedule: str | None = None  # "onecycle" or "constant"
     warmup: float = 0.1  # one-cycle: fraction of steps spent warming up
     clip: float | None = 1.0  # gradient-norm clip; None for none
-    guard: str = "drop"  # "drop": leave overflowing sequences out of a batch's loss (see train._loss); "none"
+    guard: str = "robust"  # "robust": blown-up sequences are dropped or log-compressed (train._loss); "none"
     n_checkpoints: int = 30  # geometric trajectory, step 0 to the end
     resume_every: int = 500  # steps between resume-state saves
     log_every: int = 50

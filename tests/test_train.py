@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -67,10 +68,21 @@ def test_non_finite_loss_stops_with_step_and_keeps_last_good(tmp_path):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def test_guard_drops_only_overflowing_sequences():
-    """With guard="drop" the loss is the ½·MSE of the finite sequences over the full batch size."""
+def test_robust_half_se_is_the_loss_below_the_cap_and_log_above():
+    from interp.train import robust_half_se
+
+    ell = torch.tensor([0.0, 3.0, 99.0, 100.0, 1e3, 1e30], dtype=torch.float64, requires_grad=True)
+    out = robust_half_se(ell, 100.0)
+    expected = [0.0, 3.0, 99.0, 100.0, 100 * (1 + math.log(10)), 100 * (1 + math.log(1e28))]
+    assert out.tolist() == pytest.approx(expected, rel=1e-12)
+    out.sum().backward()  # slope 1 below the cap, cap/ℓ above: continuous at the cap
+    assert ell.grad.tolist() == pytest.approx([1, 1, 1, 1, 0.1, 1e-28], rel=1e-12)
+
+
+def test_guard_drops_overflowing_sequences_and_compresses_blown_up_ones():
+    """guard="robust": non-finite sequences are left out, the others enter through robust_half_se."""
     from interp.tasks import sample_tasks
-    from interp.train import _loss
+    from interp.train import GUARD_CAP, _loss, robust_half_se
 
     cfg = small_cfg(model=ModelConfig(d=3, n_layers=6, param="diag"), batch=256, noise="uniform:5")
     model = interp.LinearTransformer(cfg.model, init=False)
@@ -81,10 +93,14 @@ def test_guard_drops_only_overflowing_sequences():
     batch = sample_tasks(cfg.batch, 3, cfg.n, cfg.noise, torch.Generator().manual_seed(5))
     per_seq = (0.5 * (model(batch.tokens) - batch.target) ** 2).detach()
     finite = torch.isfinite(per_seq)
+    cap = GUARD_CAP * 3
     assert 0 < int((~finite).sum()) < cfg.batch // 2  # the premise: some, not most, overflow
+    assert int((per_seq[finite] > cap).sum()) > 0 and int((per_seq < cap).sum()) > 0  # and some blow up finitely
     loss, dropped = _loss(model, cfg, torch.Generator().manual_seed(5))
     assert dropped == int((~finite).sum())
-    assert loss.item() == pytest.approx(per_seq[finite].sum().item() / cfg.batch, rel=1e-5)
+    assert loss.item() == pytest.approx(robust_half_se(per_seq[finite], cap).sum().item() / cfg.batch, rel=1e-5)
+    loss.backward()  # the compressed loss keeps the gradient finite where the plain ½·MSE overflows
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
     with_none, n_none = _loss(model, dataclasses.replace(cfg, guard="none"), torch.Generator().manual_seed(5))
     assert n_none == 0 and not torch.isfinite(with_none)
 

@@ -30,8 +30,9 @@ def add(sub) -> None:
     p.add_argument("--schedule", choices=["onecycle", "constant"], help="lr schedule (default from --preset)")
     p.add_argument("--clip", type=positive_float("--clip", allow_zero=True), default=1.0,
                    help="gradient-norm clip, 0 for none (default 1.0)")
-    p.add_argument("--guard", choices=["drop", "none"], default="drop",
-                   help="drop: leave sequences whose loss overflows out of that batch (default); none: stop instead")
+    p.add_argument("--guard", choices=["robust", "none"], default="robust",
+                   help="robust (default): a sequence whose prediction blows up is left out of its batch when its loss "
+                        "overflows, and log-compressed above 100·d; none: plain ½·MSE, stop on overflow")
     p.add_argument("--checkpoints", type=positive_int("--checkpoints"), default=30,
                    help="checkpoints on a geometric schedule from step 0 to the end (default 30)")
     p.add_argument("--save-every", type=positive_int("--save-every"), default=500,
