@@ -152,8 +152,8 @@ class LinearTransformer(HookedRootModule):
         return out, cache_dict
 
     def residual_stream(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L+1 batch pos D"]:
-        """Tokens before the first layer and after every layer."""
-        self._check_tokens(tokens)
+        """Tokens before the first layer and after every layer (tokens are cast to the model's dtype)."""
+        tokens = self._check_tokens(tokens)
         resid = self.hook_tokens(tokens)
         out = [resid]
         for block in self.blocks:
@@ -162,8 +162,13 @@ class LinearTransformer(HookedRootModule):
         return torch.stack(out)
 
     def forward(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
-        """ŷ = −y_{n+1} after the last layer."""
-        self._check_tokens(tokens)
+        """ŷ = −y_{n+1} after the last layer.
+
+        `tokens` must be a floating-point tensor; float64 tokens into a float32 model (or the reverse) are
+        cast to the model's dtype. A list, a numpy array or integer tokens raise TypeError, an empty batch
+        or a wrong shape ValueError.
+        """
+        tokens = self._check_tokens(tokens)
         if not self._hooks_active():
             return self._forward_moments(tokens)
         resid = self.hook_tokens(tokens)
@@ -196,12 +201,20 @@ class LinearTransformer(HookedRootModule):
         """ŷ after 0, 1, ..., L layers (row 0 is the zero prediction of the raw query)."""
         return -self.residual_stream(tokens)[:, :, -1, -1]
 
-    def _check_tokens(self, tokens: Tensor) -> None:
+    def _check_tokens(self, tokens: Tensor) -> Tensor:
+        """`tokens` in the model's dtype; TypeError / ValueError for anything the model cannot read."""
+        if not isinstance(tokens, Tensor):
+            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__} (use torch.as_tensor)")
+        if not tokens.is_floating_point():
+            raise TypeError(f"tokens must be floating point, got {str(tokens.dtype).removeprefix('torch.')}")
         if tokens.ndim != 3 or tokens.shape[-1] != self.cfg.d_model or tokens.shape[1] < 2:
             raise ValueError(
                 f"tokens must be [batch, n+1, d+1] with d+1 = {self.cfg.d_model} and n >= 1, "
                 f"got {list(tokens.shape)}"
             )
+        if tokens.shape[0] == 0:
+            raise ValueError("tokens: empty batch (batch size 0)")
+        return tokens.to(self.cfg.torch_dtype)
 
     # ------------------------------------------------------------------ weights
     @property
@@ -233,6 +246,10 @@ class LinearTransformer(HookedRootModule):
         P, Q = torch.as_tensor(P), torch.as_tensor(Q)
         if P.ndim != 4 or P.shape != Q.shape or P.shape[-1] != P.shape[-2] or P.shape[-1] < 2:
             raise ValueError(f"P and Q must both be [L, H, d+1, d+1], got {list(P.shape)} and {list(Q.shape)}")
+        if not (P.is_floating_point() and Q.is_floating_point()):
+            raise TypeError(f"P and Q must be floating point, got {P.dtype} and {Q.dtype}")
+        if not (torch.isfinite(P).all() and torch.isfinite(Q).all()):
+            raise ValueError("P and Q must be finite (the checkpoint loader rejects NaN and inf too)")
         if dtype is None:
             dtype = "float64" if P.dtype == torch.float64 else "float32"
         L, H, D, _ = P.shape
@@ -252,6 +269,8 @@ class LinearTransformer(HookedRootModule):
         omegas = torch.as_tensor(omegas, dtype=torch.float64)
         if omegas.ndim != 2 or omegas.shape[1] != 4:
             raise ValueError(f"omegas must be [L, 4], got {list(omegas.shape)}")
+        if not torch.isfinite(omegas).all():
+            raise ValueError("omegas must be finite")
         model = cls(ModelConfig(d=d, n_layers=omegas.shape[0], n_heads=2, param="diag", dtype=dtype), init=False)
         with torch.no_grad():
             for block, (w_xx, w_xy, w_yx, w_yy) in zip(model.blocks, omegas):
