@@ -308,6 +308,14 @@ def gather(paths: list[str | Path], settings: Settings | None = None, noise: str
     if not entries:
         raise CheckpointError("no models to report on")
     unique_labels(entries)
+    task_sizes = {}  # prior -> (d, n) of its baselines; the figures draw one set of baselines per prior
+    for prior in dict.fromkeys(e.noise for e in entries):
+        shapes = {(e.d, e.n): e.label for e in entries if e.noise == prior}
+        if len(shapes) > 1:
+            raise CheckpointError(f"models on {prior} differ in task size ("
+                                  + ", ".join(f"{lab}: d={d}, n={n}" for (d, n), lab in shapes.items())
+                                  + "); baselines are per prior, so report them separately")
+        task_sizes[prior] = next(iter(shapes))
     timings: dict[str, float] = {}
     records = {}
     for e in entries:
@@ -317,13 +325,7 @@ def gather(paths: list[str | Path], settings: Settings | None = None, noise: str
         say(f"{e.label}: {'cached' if records[e.label]['cached'] else f'{timings[e.label]:.1f} s'}")
     t0 = time.perf_counter()
     base = {}
-    for prior in dict.fromkeys(e.noise for e in entries):
-        shapes = {(e.d, e.n): e.label for e in entries if e.noise == prior}
-        if len(shapes) > 1:  # the figures draw one set of baselines per prior
-            raise CheckpointError(f"models on {prior} differ in task size ("
-                                  + ", ".join(f"{lab}: d={d}, n={n}" for (d, n), lab in shapes.items())
-                                  + "); baselines are per prior, so report them separately")
-        (d, n), = shapes
+    for prior, (d, n) in task_sizes.items():
         base[prior] = baseline_record(prior, settings, d, n)
     timings["baselines"] = time.perf_counter() - t0
     say(f"baselines: {timings['baselines']:.1f} s")
