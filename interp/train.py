@@ -155,7 +155,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, progress:
     The data stream is torch.Generator(seed + 1); the init uses torch.Generator(seed). A resumed run
     ends with the same weights as an uninterrupted one (same thread count, same device). The run's
     writer lock is held throughout (interp.run.RunLocked names the PID of another writer). `resume`
-    trusts the resume file over config.json (a disagreement is refused, naming what differs); a run
+    trusts the resume file over the run config (a disagreement is refused, naming what differs); a run
     killed before its first resume state restarts from step 0.
     """
     run = Run(run_dir)

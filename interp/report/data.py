@@ -14,7 +14,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from interp.checkpoints import CheckpointError, atomic_write_text, load_with_meta, resolve_checkpoint
+from interp.checkpoints import MAX_TEXT_BYTES, CheckpointError, atomic_write_text, load_with_meta, read_regular_file
+from interp.checkpoints import resolve_checkpoint
 from interp.evaluate import evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile
 from interp.probes.summary import jsonable, probe_model
 from interp.run import Run
@@ -147,7 +148,7 @@ def _cache_key(entry: Entry, settings: Settings, digest: str) -> str:
 
 def _read_cache(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular_file(path, MAX_TEXT_BYTES, "report cache"))  # never blocks on a FIFO
         return data if isinstance(data, dict) and data.get("format") == "interp-report-cache" else {}
     except (OSError, ValueError):
         return {}
