@@ -146,7 +146,8 @@ def read_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, A
         raise CheckpointError(f"{path}: not an interp checkpoint (header format {str(header.get('format'))[:60]!r})")
     version = header.get("format_version")
     if version != str(FORMAT_VERSION):
-        raise CheckpointError(f"{path}: unknown checkpoint format version {version!r:.60} (this interp reads {FORMAT_VERSION})")
+        raise CheckpointError(f"{path}: unknown checkpoint format version {version!r:.60} "
+                              f"(this interp reads {FORMAT_VERSION})")
     try:
         meta = json.loads(header["meta"])
     except (KeyError, ValueError):

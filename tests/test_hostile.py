@@ -153,7 +153,8 @@ def test_integer_and_bool_checkpoints_are_refused(tmp_path):
     cfg = ModelConfig(d=2, n_layers=1).to_dict()
     for dtype in (torch.int64, torch.bool):
         t = {"blocks.0.attn.P": torch.zeros(1, 3, 3, dtype=dtype), "blocks.0.attn.Q": torch.zeros(1, 3, 3, dtype=dtype)}
-        with pytest.raises(ck.CheckpointError, match=f"is {str(dtype).removeprefix('torch.')}, its config says float32"):
+        name = str(dtype).removeprefix("torch.")
+        with pytest.raises(ck.CheckpointError, match=f"is {name}, its config says float32"):
             interp.load(_file(tmp_path, t, {"model_config": cfg, "step": 0}))
 
 
@@ -279,7 +280,7 @@ def test_config_types():
     assert not os.path.exists("/nonexistent/never/created")
 
 
-# ---------------------------------------------------------------------------- property: the loader only raises its error
+# ---------------------------------------------------------------------------- property: only the loader's error
 _HEADER_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
                               lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
                                                                                           max_size=4), max_leaves=12)

@@ -127,7 +127,8 @@ def cmd_eval(args) -> int:
     for flag, target in (("--csv", args.csv), ("--json", args.json)):
         if target not in (None, "-"):
             check_output(target, flag, args.models)
-    if args.csv not in (None, "-") and args.json not in (None, "-") and os.path.realpath(args.csv) == os.path.realpath(args.json):
+    files = [os.path.realpath(t) for t in (args.csv, args.json) if t not in (None, "-")]
+    if len(files) == 2 and files[0] == files[1]:
         raise ArgError(f"--csv and --json both name {args.csv}")
     note_training(args.models, "interp eval")
     models, d = _load_models(args.models, args.d)

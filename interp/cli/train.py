@@ -17,8 +17,10 @@ def add(sub) -> None:
         "One process writes a run at a time; --resume continues it, and any option given with --resume must "
         "match the run."))
     p.add_argument("--arch", choices=["full", "diag", "gdpp"], default="full", help="parameterization (default full)")
-    p.add_argument("--layers", type=positive_int("--layers", MAX_LAYERS), default=4, help="number of layers L (default 4)")
-    p.add_argument("--heads", type=positive_int("--heads", MAX_HEADS), default=1, help="heads per layer (default 1, as the paper)")
+    p.add_argument("--layers", type=positive_int("--layers", MAX_LAYERS), default=4,
+                   help="number of layers L (default 4)")
+    p.add_argument("--heads", type=positive_int("--heads", MAX_HEADS), default=1,
+                   help="heads per layer (default 1, as the paper)")
     p.add_argument("--d", type=positive_int("--d", MAX_D), default=10, help="input dimension d (default 10)")
     p.add_argument("--n", type=positive_int("--n", MAX_N), default=20, help="context length n (default 20)")
     p.add_argument("--noise", type=noise_spec, default="uniform:5",
@@ -29,7 +31,8 @@ def add(sub) -> None:
     p.add_argument("--preset", choices=["fast", "paper"], default="fast",
                    help="fast: one-cycle schedule tuned here (default); paper: Adam 1e-4, 200 000 steps")
     p.add_argument("--steps", type=positive_int("--steps", MAX_STEPS), help="training steps (default from --preset)")
-    p.add_argument("--batch", type=positive_int("--batch", MAX_BATCH_ELEMENTS), default=2048, help="sequences per step (default 2048)")
+    p.add_argument("--batch", type=positive_int("--batch", MAX_BATCH_ELEMENTS), default=2048,
+                   help="sequences per step (default 2048)")
     p.add_argument("--lr", type=positive_float("--lr"), help="(peak) learning rate (default from --preset)")
     p.add_argument("--schedule", choices=["onecycle", "constant"], help="lr schedule (default from --preset)")
     p.add_argument("--clip", type=positive_float("--clip", allow_zero=True), default=1.0,
