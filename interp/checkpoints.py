@@ -107,7 +107,7 @@ def _check_header(path: Path, data: bytes) -> dict:
         raise CheckpointError(f"{path}: not a valid safetensors file (header of {size} bytes in a file of {len(data)})")
     try:
         header = json.loads(data[8 : 8 + size])
-    except (UnicodeDecodeError, ValueError) as err:
+    except (ValueError, RecursionError) as err:  # RecursionError: nested too deep
         raise CheckpointError(f"{path}: not a valid safetensors file (header is not JSON: {err})") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: not a valid safetensors file (header is not a JSON object)")
@@ -150,7 +150,7 @@ def read_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, A
                               f"(this interp reads {FORMAT_VERSION})")
     try:
         meta = json.loads(header["meta"])
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, RecursionError):
         raise CheckpointError(f"{path}: checkpoint header has no readable 'meta' JSON") from None
     if not isinstance(meta, dict):
         raise CheckpointError(f"{path}: checkpoint 'meta' must be a JSON object, got {meta!r:.60}")

@@ -136,7 +136,7 @@ class Run:
             raise CheckpointError(f"{path}: no such file (not a run directory)")
         try:
             data = json.loads(ck.read_regular_file(path, 1 << 20, "run config"))
-        except (UnicodeDecodeError, ValueError) as err:
+        except (ValueError, RecursionError) as err:
             if isinstance(err, CheckpointError):
                 raise
             raise CheckpointError(f"{path}: unreadable run config ({err})") from None
@@ -272,7 +272,7 @@ class Run:
                 row = json.loads(line)
                 if not isinstance(row, dict) or type(row.get("step")) is not int:
                     raise ValueError("no integer 'step'")
-            except ValueError as err:
+            except (ValueError, RecursionError) as err:
                 if i == len(lines) - 1:  # no newline after it: torn by a crash
                     break
                 raise CheckpointError(f"{self.metrics_path}: line {i + 1} is not a metrics row ({err})") from None

@@ -144,6 +144,10 @@ def test_oversized_declarations_are_refused_before_allocation(tmp_path):
     (tmp_path / "huge.safetensors").write_bytes(len(blob).to_bytes(8, "little") + blob + bytes(72))
     with pytest.raises(ck.CheckpointError, match=r"declares shape \[1048576, 3, 3\]"):
         interp.load(tmp_path / "huge.safetensors")
+    deep = b"[" * 200_000  # nested past Python's recursion limit
+    (tmp_path / "deep.safetensors").write_bytes(len(deep).to_bytes(8, "little") + deep)
+    with pytest.raises(ck.CheckpointError, match="header is not JSON"):
+        interp.load(tmp_path / "deep.safetensors")
     (tmp_path / "len.safetensors").write_bytes((2**60).to_bytes(8, "little") + b"{}")
     with pytest.raises(ck.CheckpointError, match="header of 1152921504606846976 bytes"):
         interp.load(tmp_path / "len.safetensors")
@@ -193,6 +197,17 @@ def test_bad_config_is_one_line(tmp_path, run_dir, capsys, edit, needle):
         run.config()
     code, _, err = run_cli(capsys, "train", "--resume", run.path)
     _one_line(code, err, run.config_path, needle)
+
+
+def test_deeply_nested_config_and_metrics_are_one_error(tmp_path):
+    run = Run(tmp_path / "run")
+    run.path.mkdir()
+    run.config_path.write_text("[" * 200_000)
+    with pytest.raises(ck.CheckpointError, match="unreadable run config"):
+        run.config()
+    run.metrics_path.write_text("[" * 200_000 + "\n" + '{"step": 5}\n')
+    with pytest.raises(ck.CheckpointError, match="line 1 is not a metrics row"):
+        run.read_metrics()
 
 
 @pytest.mark.parametrize("drop", ["rng.data", "param_groups", "step", "model_config"])

@@ -150,7 +150,7 @@ def _read_cache(path: Path) -> dict:
     try:
         data = json.loads(read_regular_file(path, MAX_TEXT_BYTES, "report cache"))  # never blocks on a FIFO
         return data if isinstance(data, dict) and data.get("format") == "interp-report-cache" else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
 
 
