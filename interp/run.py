@@ -248,13 +248,13 @@ class Run:
             raise CheckpointError(f"{path}: resume state has a malformed loss window")
         if not 0 <= meta["step"] <= cfg.steps:
             raise CheckpointError(f"{path}: resume step {meta['step']} is outside the run's 0..{cfg.steps} steps")
-        if meta["model_config"] != cfg.model.to_dict():
-            raise CheckpointError(f"{self.config_path} disagrees with {path}: "
-                                  + _differences(meta["model_config"], cfg.model.to_dict(), "model."))
-        saved = meta.get("train_config")  # resume files before this field only record the model
-        if saved is not None and saved != cfg.to_dict():
-            raise CheckpointError(f"{self.config_path} disagrees with {path}: "
-                                  + _differences(saved, cfg.to_dict(), ""))
+        for saved, now, prefix in ((meta["model_config"], cfg.model.to_dict(), "model."),
+                                   (meta.get("train_config"), cfg.to_dict(), "")):  # older files: the model only
+            if not isinstance(saved, dict):
+                continue
+            saved, now = _common(saved, now)  # a field added to the config since is not a disagreement
+            if saved != now:
+                raise CheckpointError(f"{self.config_path} disagrees with {path}: " + _differences(saved, now, prefix))
         return tensors, meta
 
     # ------------------------------------------------------------------ metrics
@@ -346,6 +346,14 @@ def _read_pid(fd: int) -> int | None:
         return int(text) if text.isdigit() else None
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def _common(a: dict, b: dict) -> tuple[dict, dict]:
+    """`a` and `b` restricted to the keys both have, recursively."""
+    keys = [k for k in a if k in b]
+    pairs = {k: _common(a[k], b[k]) if isinstance(a[k], dict) and isinstance(b[k], dict) else (a[k], b[k])
+             for k in keys}
+    return {k: v[0] for k, v in pairs.items()}, {k: v[1] for k, v in pairs.items()}
 
 
 def _differences(saved: dict, now: dict, prefix: str) -> str:

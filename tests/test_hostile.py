@@ -233,6 +233,7 @@ def test_resume_state_missing_a_part_is_one_line(tmp_path, drop, capsys):
     (["train", "--device", "cuda:99"], "--device"),
     (["eval", "--sigmas", "0:1e12:1", "--no-baselines"], "--sigmas"),
     (["eval", "--sigmas", ",".join(["1"] * 2000)], "--sigmas"),
+    (["eval", "--sigmas", "0:inf:1"], "--sigmas"),
     (["eval", "--n-seq", "1000000000000"], "--n-seq"),
     (["eval", "--chunk", "10000000", "--n", "1000"], "--chunk"),
     (["probe", "--n-seq", "1000000000000"], "--n-seq"),

@@ -198,3 +198,21 @@ def test_trajectory_of_mixed_architectures_is_refused(tmp_path):
     run.save_checkpoint(LinearTransformer(ModelConfig(d=2, n_layers=2)), 7)
     with pytest.raises(ck.CheckpointError, match="in a trajectory of"):
         run.trajectory()
+
+
+def test_resume_file_without_train_config_still_resumes_and_checks_the_model(tmp_path, monkeypatch):
+    _interrupt_at(monkeypatch, 25)
+    with pytest.raises(Interrupt):
+        train(CFG, tmp_path / "run", progress=False)
+    monkeypatch.undo()
+    run = Run(tmp_path / "run")
+    tensors, meta = ck.read_tensors(run.resume_path)
+    run.write_resume(tensors, {k: v for k, v in meta.items() if k != "train_config"})  # as written before Run
+    cfg = json.loads(run.config_path.read_text())
+    run.config_path.write_text(json.dumps({**cfg, "model": {**cfg["model"], "n_heads": 2}}))
+    with pytest.raises(ck.CheckpointError, match="model.n_heads: 1 in the checkpoint, 2 in the config"):
+        train(CFG, run.path, resume=True, progress=False)
+    run.config_path.write_text(json.dumps(cfg))
+    train(CFG, run.path, resume=True, progress=False)
+    train(CFG, tmp_path / "straight", progress=False)
+    _assert_same_weights(tmp_path / "straight", run.path)

@@ -56,7 +56,7 @@ def _sigmas(text: str) -> list[float]:
     try:
         if ":" in text:
             a, b, step = (float(v) for v in text.split(":"))
-            if step <= 0 or b < a:
+            if not (0 < step < float("inf") and a <= b < float("inf")):
                 raise ValueError
             count = int((b - a) / step + 1e-9)
             if count >= MAX_SIGMAS:
