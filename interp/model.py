@@ -152,8 +152,8 @@ class LinearTransformer(HookedRootModule):
         return out, cache_dict
 
     def residual_stream(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L+1 batch pos D"]:
-        """Tokens before the first layer and after every layer (tokens are cast to the model's dtype)."""
-        tokens = self._check_tokens(tokens)
+        """Tokens before the first layer and after every layer."""
+        self._check_tokens(tokens)
         resid = self.hook_tokens(tokens)
         out = [resid]
         for block in self.blocks:
@@ -162,13 +162,8 @@ class LinearTransformer(HookedRootModule):
         return torch.stack(out)
 
     def forward(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
-        """ŷ = −y_{n+1} after the last layer.
-
-        `tokens` must be a floating-point tensor; float64 tokens into a float32 model (or the reverse) are
-        cast to the model's dtype. A list, a numpy array or integer tokens raise TypeError, an empty batch
-        or a wrong shape ValueError.
-        """
-        tokens = self._check_tokens(tokens)
+        """ŷ = −y_{n+1} after the last layer."""
+        self._check_tokens(tokens)
         if not self._hooks_active():
             return self._forward_moments(tokens)
         resid = self.hook_tokens(tokens)
@@ -201,12 +196,14 @@ class LinearTransformer(HookedRootModule):
         """ŷ after 0, 1, ..., L layers (row 0 is the zero prediction of the raw query)."""
         return -self.residual_stream(tokens)[:, :, -1, -1]
 
-    def _check_tokens(self, tokens: Tensor) -> Tensor:
-        """`tokens` in the model's dtype; TypeError / ValueError for anything the model cannot read."""
+    def _check_tokens(self, tokens: Tensor) -> None:
+        """TypeError for a list, numpy array, or tokens not in the model's dtype (no silent cast: convert with
+        tokens.to(model.cfg.torch_dtype)); ValueError for a wrong shape or an empty batch."""
         if not isinstance(tokens, Tensor):
             raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__} (use torch.as_tensor)")
-        if not tokens.is_floating_point():
-            raise TypeError(f"tokens must be floating point, got {str(tokens.dtype).removeprefix('torch.')}")
+        if tokens.dtype != self.cfg.torch_dtype:
+            raise TypeError(f"tokens are {str(tokens.dtype).removeprefix('torch.')} but the model is {self.cfg.dtype}; "
+                            f"convert them with tokens.to(model.cfg.torch_dtype)")
         if tokens.ndim != 3 or tokens.shape[-1] != self.cfg.d_model or tokens.shape[1] < 2:
             raise ValueError(
                 f"tokens must be [batch, n+1, d+1] with d+1 = {self.cfg.d_model} and n >= 1, "
@@ -214,7 +211,6 @@ class LinearTransformer(HookedRootModule):
             )
         if tokens.shape[0] == 0:
             raise ValueError("tokens: empty batch (batch size 0)")
-        return tokens.to(self.cfg.torch_dtype)
 
     # ------------------------------------------------------------------ weights
     @property

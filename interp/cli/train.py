@@ -37,7 +37,7 @@ def add(sub) -> None:
     p.add_argument("--schedule", choices=["onecycle", "constant"], help="lr schedule (default from --preset)")
     p.add_argument("--clip", type=positive_float("--clip", allow_zero=True), default=1.0,
                    help="gradient-norm clip, 0 for none (default 1.0)")
-    p.add_argument("--checkpoints", type=positive_int("--checkpoints", 10_000), default=30,
+    p.add_argument("--checkpoints", type=positive_int("--checkpoints"), default=30,
                    help="checkpoints on a geometric schedule from step 0 to the end (default 30)")
     p.add_argument("--save-every", type=positive_int("--save-every", MAX_STEPS), default=500,
                    help="steps between saves of the resume state (default 500)")
@@ -59,7 +59,7 @@ RUN_OPTIONS = {
     "preset": lambda c: c.preset, "steps": lambda c: c.steps, "batch": lambda c: c.batch, "lr": lambda c: c.lr,
     "schedule": lambda c: c.schedule, "clip": lambda c: c.clip or 0.0, "checkpoints": lambda c: c.n_checkpoints,
     "save-every": lambda c: c.resume_every, "init": lambda c: c.init, "init-noise": lambda c: c.init_noise,
-    "dtype": lambda c: c.model.dtype, "device": lambda c: c.device,
+    "dtype": lambda c: c.model.dtype, "device": lambda c: c.device, "guard": lambda c: c.guard,
 }
 
 
@@ -75,8 +75,8 @@ def cmd_train(args) -> int:
         run = Run(args.resume)
         cfg = resolve(run.config())
         for name, value_of in RUN_OPTIONS.items():
-            given = getattr(args, name.replace("-", "_"))
-            if _given(args, name) and not _same(name, given, value_of(cfg)):
+            given = getattr(args, name.replace("-", "_"), None)
+            if _given(args, name) and hasattr(args, name.replace("-", "_")) and not _same(name, given, value_of(cfg)):
                 raise ArgError(f"--{name}: {given} does not match the run being resumed "
                                f"({args.resume} has {value_of(cfg)}); --resume continues a run unchanged")
         if args.out and os.path.realpath(args.out) != os.path.realpath(args.resume):
