@@ -53,7 +53,6 @@ class Run:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._lock_fd: int | None = None
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r})"
@@ -306,10 +305,8 @@ class Run:
                     time.sleep(0.025)
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            self._lock_fd = fd
             yield self
         finally:
-            self._lock_fd = None
             os.close(fd)  # releases the flock
 
     def writer(self) -> int | None:
