@@ -10,7 +10,7 @@
         uniform:6 uniform:7 categorical:1,3 categorical:1,3,5 --seeds 0 1 2 3 4 --extra "--device cuda" \
         --out experiments/results/table1_gpu.md
 
-A run is any directory under a root holding config.json (a TrainConfig) and checkpoints/; its cell is
+A run is any directory under a root holding a run config (interp.run.Run) and checkpoints/; its cell is
 (arch, layers, prior) and its seed comes from the config. Only complete runs are evaluated (their final
 checkpoint, adjusted loss on --n-seq sequences of evaluation seed --eval-seed); a cell reports the best of
 its seeds, as the paper does. Baseline rows (ConstRR, AdaRR, TunedRR) and the Bayes floor are evaluated on
@@ -30,6 +30,7 @@ import torch
 
 from interp.checkpoints import CheckpointError, list_checkpoints, load
 from interp.evaluate import TABLE1_COLUMNS, evaluate, paper_table, paper_value
+from interp.run import Run
 from interp.tasks import as_prior
 from interp.train import is_complete, load_run_config
 from interp.tuning import baselines
@@ -45,7 +46,7 @@ def discover(roots: list[Path]) -> list[dict]:
     for root in roots:
         if not root.is_dir():
             continue
-        for run in sorted(p for p in root.iterdir() if (p / "config.json").exists()):
+        for run in (r.path for r in Run.find(root)):
             try:
                 cfg = load_run_config(run)
                 done = is_complete(run)

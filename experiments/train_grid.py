@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from interp.run import Run
 from interp.train import is_complete, prior_slug
 
 
@@ -31,7 +32,7 @@ def train_run(run: Path, cmd: list[str], cwd: Path | None = None) -> int:
     if is_complete(where):
         print(f"{run}: done", flush=True)
         return 0
-    if (where / "resume.safetensors").exists():
+    if Run.is_run(where):  # Run restarts one killed before its first resume state
         todo = ["interp", "train", "--resume", str(run), "--threads", "1", "--no-progress"]
     else:
         shutil.rmtree(where, ignore_errors=True)

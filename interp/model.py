@@ -308,11 +308,20 @@ class LinearTransformer(HookedRootModule):
         return -self.residual_stream(tokens)[:, :, -1, -1]
 
     def _check_tokens(self, tokens: Tensor) -> None:
+        """TypeError for a list, numpy array, or tokens not in the model's dtype (no silent cast: convert with
+        tokens.to(model.cfg.torch_dtype)); ValueError for a wrong shape or an empty batch."""
+        if not isinstance(tokens, Tensor):
+            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__} (use torch.as_tensor)")
+        if tokens.dtype != self.cfg.torch_dtype:
+            raise TypeError(f"tokens are {str(tokens.dtype).removeprefix('torch.')} but the model is {self.cfg.dtype}; "
+                            f"convert them with tokens.to(model.cfg.torch_dtype)")
         if tokens.ndim != 3 or tokens.shape[-1] != self.cfg.d_model or tokens.shape[1] < 2:
             raise ValueError(
                 f"tokens must be [batch, n+1, d+1] with d+1 = {self.cfg.d_model} and n >= 1, "
                 f"got {list(tokens.shape)}"
             )
+        if tokens.shape[0] == 0:
+            raise ValueError("tokens: empty batch (batch size 0)")
 
     # ------------------------------------------------------------------ weights
     @property
@@ -344,6 +353,10 @@ class LinearTransformer(HookedRootModule):
         P, Q = torch.as_tensor(P), torch.as_tensor(Q)
         if P.ndim != 4 or P.shape != Q.shape or P.shape[-1] != P.shape[-2] or P.shape[-1] < 2:
             raise ValueError(f"P and Q must both be [L, H, d+1, d+1], got {list(P.shape)} and {list(Q.shape)}")
+        if not (P.is_floating_point() and Q.is_floating_point()):
+            raise TypeError(f"P and Q must be floating point, got {P.dtype} and {Q.dtype}")
+        if not (torch.isfinite(P).all() and torch.isfinite(Q).all()):
+            raise ValueError("P and Q must be finite (the checkpoint loader rejects NaN and inf too)")
         if dtype is None:
             dtype = "float64" if P.dtype == torch.float64 else "float32"
         L, H, D, _ = P.shape
@@ -363,6 +376,8 @@ class LinearTransformer(HookedRootModule):
         omegas = torch.as_tensor(omegas, dtype=torch.float64)
         if omegas.ndim != 2 or omegas.shape[1] != 4:
             raise ValueError(f"omegas must be [L, 4], got {list(omegas.shape)}")
+        if not torch.isfinite(omegas).all():
+            raise ValueError("omegas must be finite")
         model = cls(ModelConfig(d=d, n_layers=omegas.shape[0], n_heads=2, param="diag", dtype=dtype), init=False)
         with torch.no_grad():
             for block, (w_xx, w_xy, w_yx, w_yy) in zip(model.blocks, omegas):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +15,9 @@ import torch
 from tqdm.auto import tqdm
 
 from interp import checkpoints as ck
-from interp.config import ModelConfig, TrainConfig
+from interp.config import ModelConfig, TrainConfig, check_device
 from interp.model import LinearTransformer
+from interp.run import Run
 from interp.tasks import as_prior, sample_tasks
 
 # Peak learning rate of the fast one-cycle preset by depth: the stable peak falls with depth
@@ -156,22 +158,26 @@ def _optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tens
     return tensors, sd["param_groups"]
 
 
-def _load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], groups: list) -> None:
+def _load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], groups: list, path: Path) -> None:
     state: dict[int, dict[str, torch.Tensor]] = {}
-    for key, val in tensors.items():
-        if key.startswith("opt."):
-            _, idx, name = key.split(".", 2)
-            state.setdefault(int(idx), {})[name] = val
-    opt.load_state_dict({"state": state, "param_groups": groups})
+    try:
+        for key, val in tensors.items():
+            if key.startswith("opt."):
+                _, idx, name = key.split(".", 2)
+                state.setdefault(int(idx), {})[name] = val
+        opt.load_state_dict({"state": state, "param_groups": groups})
+    except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as err:
+        raise ck.CheckpointError(f"{path}: unusable optimizer state ({err})") from None
 
 
-def _save_resume(run_dir: Path, model, opt, gen: torch.Generator, step: int, window: list[float]) -> None:
+def _save_resume(run: Run, cfg: TrainConfig, model, opt, gen: torch.Generator, step: int, window: list[float]) -> None:
     tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
     opt_t, groups = _optimizer_tensors(opt)
     tensors.update(opt_t)
     tensors["rng.data"] = gen.get_state()
-    meta = {"model_config": model.cfg.to_dict(), "step": step, "param_groups": groups, "window": window}
-    ck.save_tensors(run_dir / ck.RESUME_FILE, tensors, meta)
+    meta = {"model_config": model.cfg.to_dict(), "step": step, "param_groups": groups, "window": window,
+            "train_config": cfg.to_dict()}
+    run.write_resume(tensors, meta)
 
 
 def _all_finite(model: LinearTransformer) -> bool:
@@ -182,39 +188,56 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, progress:
     """Train `cfg` into `run_dir`; with `resume`, continue that run from its resume state.
 
     The data stream is torch.Generator(seed + 1); the init uses torch.Generator(seed). A resumed run
-    ends with the same weights as an uninterrupted one (same thread count, same device).
+    ends with the same weights as an uninterrupted one (same thread count, same device). The run's
+    writer lock is held throughout (interp.run.RunLocked names the PID of another writer). `resume`
+    trusts the resume file over the run config (a disagreement is refused, naming what differs); a run
+    killed before its first resume state restarts from step 0.
     """
-    run_dir = Path(run_dir)
+    run = Run(run_dir)
+    if not resume:
+        cfg = resolve(cfg)  # bad configs fail before anything is created
+        check_device(cfg.device)
+    with run.lock():
+        return _train(cfg, run, resume, progress)
+
+
+def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainResult:
+    run_dir = run.path
     if resume:
-        cfg = load_run_config(run_dir)
+        cfg = run.config()
+        resume = run.has_resume()  # no resume state yet: start again from step 0
+    elif run.is_run(run_dir) or any(p.name != run.LOCK_FILE for p in run_dir.iterdir()):
+        raise ck.CheckpointError(f"{run_dir}: already holds files; resume that run or choose another directory")
     cfg = resolve(cfg)
+    check_device(cfg.device)
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed + 1)
     model = _init_model(cfg).to(cfg.device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     start, window = 0, []
-    metrics_path = run_dir / ck.METRICS_FILE
+    metrics_path = run.metrics_path
     if resume:
-        tensors, meta = ck.read_tensors(run_dir / ck.RESUME_FILE)
+        tensors, meta = run.read_resume(cfg)
         weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
-        model = ck.model_from_tensors(run_dir / ck.RESUME_FILE, weights, meta["model_config"]).to(cfg.device)
+        model = ck.model_from_tensors(run.resume_path, weights, meta["model_config"]).to(cfg.device)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-        _load_optimizer(opt, tensors, meta["param_groups"])
-        gen.set_state(tensors["rng.data"])
-        start, window = int(meta["step"]), list(meta.get("window", []))
-        _truncate_metrics(metrics_path, start)
+        _load_optimizer(opt, tensors, meta["param_groups"], run.resume_path)
+        try:
+            gen.set_state(tensors["rng.data"])
+        except RuntimeError as err:
+            raise ck.CheckpointError(f"{run.resume_path}: unusable data RNG state ({err})") from None
+        start, window = int(meta["step"]), [float(v) for v in meta.get("window", [])]
+        run.truncate_metrics(start)
     else:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        ck.atomic_write_text(run_dir / ck.CONFIG_FILE, json.dumps(
-            {"format_version": ck.FORMAT_VERSION, **cfg.to_dict()}, indent=2, sort_keys=True))
-        metrics_path.write_text("")
+        run.write_config(cfg)
+        ck.atomic_write_text(metrics_path, "")
+    run.drop_checkpoints_after(start)  # written after the resume state by a killed process
     save_at = set(checkpoint_steps(cfg.steps, cfg.n_checkpoints))
     last_good = None
-    for s, p in ck.list_checkpoints(run_dir):
+    for s, p in run.checkpoints():
         if s <= start:
             last_good = p
     if start == 0 and 0 in save_at:
-        last_good = run_dir / ck.CKPT_DIR / ck.checkpoint_name(0)
-        ck.save_checkpoint(last_good, model, 0, noise=cfg.noise, seed=cfg.seed)
+        last_good = run.save_checkpoint(model, 0, noise=cfg.noise, seed=cfg.seed)
     bar = tqdm(total=cfg.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True)
     t0, t_log, s_log = time.perf_counter(), time.perf_counter(), start
     mean = float("nan")
@@ -258,48 +281,23 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, progress:
                     bar.close()
                     raise TrainingDiverged(
                         f"step {done}: weights are non-finite; training stopped, last good checkpoint: {last_good}")
+                log.flush()
+                os.fsync(log.fileno())  # the metrics a checkpoint describes are on disk before it
                 if done in save_at:
-                    last_good = run_dir / ck.CKPT_DIR / ck.checkpoint_name(done)
-                    ck.save_checkpoint(last_good, model, done, noise=cfg.noise, seed=cfg.seed)
-                _save_resume(run_dir, model, opt, gen, done, window)
+                    last_good = run.save_checkpoint(model, done, noise=cfg.noise, seed=cfg.seed)
+                _save_resume(run, cfg, model, opt, gen, done, window)
     bar.close()
     return TrainResult(model=model, run_dir=run_dir, step=cfg.steps, loss=mean)
 
 
 def load_run_config(run_dir: str | Path) -> TrainConfig:
-    """The TrainConfig a run directory was started with."""
-    path = Path(run_dir) / ck.CONFIG_FILE
-    if not Path(run_dir).is_dir():
-        raise ck.CheckpointError(f"{run_dir}: no such run directory")
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ck.CheckpointError(f"{path}: no such file (not a run directory)") from None
-    except (OSError, json.JSONDecodeError) as err:
-        raise ck.CheckpointError(f"{path}: unreadable run config ({err})") from None
-    version = data.pop("format_version", None)
-    if version != ck.FORMAT_VERSION:
-        raise ck.CheckpointError(f"{path}: unknown run config format version {version!r}")
-    try:
-        return TrainConfig.from_dict(data)
-    except (KeyError, TypeError, ValueError) as err:
-        raise ck.CheckpointError(f"{path}: bad run config ({err})") from None
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    if not path.exists():
-        return
-    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
-    ck.atomic_write_text(path, "".join(line + "\n" for line in keep))
+    """The TrainConfig a run directory was started with (interp.run.Run.config)."""
+    return Run(run_dir).config()
 
 
 def is_complete(run_dir: str | Path) -> bool:
-    """True when the run directory holds its final checkpoint."""
-    run_dir = Path(run_dir)
-    if not (run_dir / ck.CONFIG_FILE).exists():
-        return False
-    ckpts = ck.list_checkpoints(run_dir)
-    return bool(ckpts) and ckpts[-1][0] == resolve(load_run_config(run_dir)).steps
+    """True when the run directory holds its final checkpoint (interp.run.Run.is_complete)."""
+    return Run(run_dir).is_complete()
 
 
 def prior_slug(noise: str) -> str:

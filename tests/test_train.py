@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 
 import interp
 from interp import checkpoints as ck
+from interp.run import Run
 from interp.config import ModelConfig, TrainConfig
 from interp.train import TrainingDiverged, checkpoint_steps, learning_rate, resolve, train
 
@@ -47,7 +48,7 @@ def test_presets():
 def test_training_learns_and_logs(tmp_path):
     cfg = small_cfg(model=ModelConfig(d=3, n_layers=1, param="diag"), steps=300, lr=2e-2, n_checkpoints=8)
     result = train(cfg, tmp_path / "run", progress=False)
-    lines = [json.loads(x) for x in (tmp_path / "run" / ck.METRICS_FILE).read_text().splitlines()]
+    lines = [json.loads(x) for x in (tmp_path / "run" / Run.METRICS_FILE).read_text().splitlines()]
     assert [x["step"] for x in lines] == list(range(10, 301, 10))
     assert lines[-1]["loss"] < 0.5 * lines[0]["loss"]
     # a trained one-layer DIAG model is a GD step with ω_yx ≈ −1/(n+d+1+E[σ²]) (PAPER.md §3), up to noise
@@ -132,13 +133,13 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline:  # kill once a resume state exists mid-run
-        resume = run / ck.RESUME_FILE
+        resume = run / Run.RESUME_FILE
         if resume.exists() and 0 < ck.read_tensors(resume)[1]["step"] < 1000:
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    killed_at = ck.read_tensors(run / ck.RESUME_FILE)[1]["step"]
+    killed_at = ck.read_tensors(run / Run.RESUME_FILE)[1]["step"]
     assert killed_at < 1500, "the run finished before it could be killed"
     done = subprocess.run([*cli, "train", "--resume", str(run), "--threads", "1", "--no-progress"], env=env,
                           capture_output=True, text=True)
@@ -147,5 +148,5 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     assert a.keys() == b.keys()
     for key in a:
         assert torch.equal(a[key], b[key]), key
-    steps = [json.loads(x)["step"] for x in (run / ck.METRICS_FILE).read_text().splitlines()]
+    steps = [json.loads(x)["step"] for x in (run / Run.METRICS_FILE).read_text().splitlines()]
     assert steps == sorted(set(steps)) and steps[-1] == 1500  # metrics log continues without duplicates
