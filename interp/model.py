@@ -263,8 +263,8 @@ class LinearTransformer(HookedRootModule):
         return torch.stack(out)
 
     def forward(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
-        """ŷ = −y_{n+1} after the last layer."""
-        self._check_tokens(tokens)
+        """ŷ = −y_{n+1} after the last layer (floating tokens of another dtype are cast to the model's)."""
+        tokens = self._check_tokens(tokens)
         if not self._hooks_active():
             return self._forward_moments(tokens)
         resid = self._embed(tokens)
@@ -274,7 +274,7 @@ class LinearTransformer(HookedRootModule):
 
     def _embed(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos D"]:
         """hook_tokens, then hook_embed, on a copy: an in-place hook never changes the caller's tensor."""
-        self._check_tokens(tokens)
+        tokens = self._check_tokens(tokens)
         return self.hook_embed(self.hook_tokens(tokens.clone()))
 
     def _hooks_active(self) -> bool:
@@ -307,14 +307,15 @@ class LinearTransformer(HookedRootModule):
         """ŷ after 0, 1, ..., L layers (row 0 is the zero prediction of the raw query)."""
         return -self.residual_stream(tokens)[:, :, -1, -1]
 
-    def _check_tokens(self, tokens: Tensor) -> None:
-        """TypeError for a list, numpy array, or tokens not in the model's dtype (no silent cast: convert with
-        tokens.to(model.cfg.torch_dtype)); ValueError for a wrong shape or an empty batch."""
+    def _check_tokens(self, tokens: Tensor) -> Tensor:
+        """The tokens in the model's dtype: floating tokens of another dtype (float64 evaluation batches into a
+        float32 model) are cast, as the model's own arithmetic would round them anyway. TypeError for a list,
+        a numpy array or integer / bool tokens; ValueError for a wrong shape or an empty batch."""
         if not isinstance(tokens, Tensor):
             raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__} (use torch.as_tensor)")
-        if tokens.dtype != self.cfg.torch_dtype:
-            raise TypeError(f"tokens are {str(tokens.dtype).removeprefix('torch.')} but the model is {self.cfg.dtype}; "
-                            f"convert them with tokens.to(model.cfg.torch_dtype)")
+        if not tokens.is_floating_point():
+            raise TypeError(f"tokens must be floating point, got {str(tokens.dtype).removeprefix('torch.')} "
+                            f"(the model is {self.cfg.dtype})")
         if tokens.ndim != 3 or tokens.shape[-1] != self.cfg.d_model or tokens.shape[1] < 2:
             raise ValueError(
                 f"tokens must be [batch, n+1, d+1] with d+1 = {self.cfg.d_model} and n >= 1, "
@@ -322,6 +323,7 @@ class LinearTransformer(HookedRootModule):
             )
         if tokens.shape[0] == 0:
             raise ValueError("tokens: empty batch (batch size 0)")
+        return tokens.to(self.cfg.torch_dtype)
 
     # ------------------------------------------------------------------ weights
     @property
