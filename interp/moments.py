@@ -1,147 +1,206 @@
-"""The hook-free forward pass: a linear transformer's prediction from second moments, with its own backward.
+"""The hook-free forward pass: a linear transformer's prediction from second moments, with a hand-written backward.
 
 Every context token is mapped by I + A^l with A^l = Σ_k P_k S^l Q_k (Vladymyrov et al. 2024, Theorem 4.1), so
     S^{l+1} = (I + A^l) S^l (I + A^l)ᵀ,    e_q^{l+1} = (I + A^l) e_q^l,    ŷ = −(e_q^L)_y,
-and only S [batch, D, D] (symmetric) and the query token [batch, D] are carried. For DIAG / GD++ the head sum is
-elementwise: Σ_k P_k S Q_k = S ⊙ Ω, Ω = [[ω_xx, ω_xy], [ω_yx, ω_yy]] in blocks (d, 1) × (d, 1).
+and only S (symmetric) and the query e_q are carried. They travel together as one symmetric matrix
+    Ŝ = [[S, e_q], [e_qᵀ, 0]]   (width D + 1, then zero-padded to `padded_width`),
+because Ŝ^{l+1} = N̂ᵀ Ŝ^l N̂ with N̂ = diag(I + A^l, 1)ᵀ (the padded rows and columns of P, Q are zero, so A^l only
+reads S and leaves the extra rows and columns alone): the query update rides along in the two batched products
+of the S update. For DIAG / GD++ the head sum is elementwise: Σ_k P_k S Q_k = S ⊙ Ω with
+Ω = [[ω_xx, ω_xy], [ω_yx, ω_yy]] in blocks (d, 1) × (d, 1).
 
-The recursion runs on Aᵀ and N = (I + A)ᵀ, so that every product with the batch-shared P, Q is one large GEMM over
-the folded batch and every per-sequence product is one batched GEMM; `MomentRecursion` supplies the backward by
-hand (5 batched products per layer instead of autograd's 6 plus its copies). Tensors may be padded with zero rows
-and columns to a width the CPU kernels like (`padded_width`): the padding stays exactly zero through the recursion,
-so the prediction and the gradients of the true entries are unchanged. Parameters keep their true shapes; the
-padding lives only inside this module.
+Every product with the batch-shared P_k, Q_k is either one GEMM over the folded batch or one batched product;
+`MomentRecursion.backward` carries G = 2·sym(∂ŷ/∂Ŝ) down the layers by hand (three batched products per layer).
+Parameters keep their true shapes: padding exists only inside this module.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
-
-# Width → padded width, measured on one CPU thread for batched products at batch 2048
-# (experiments/results/bench_train.md): below 8 × 8 torch's batched product falls back to a naive loop
-# (D = 4..7 cost more than D = 8), and the 7-layer step runs fastest at D = 11 → 12.
-_PAD = {4: 8, 5: 8, 6: 8, 7: 8, 11: 12}
+from torch.autograd.function import once_differentiable
 
 
-def padded_width(D: int) -> int:
-    """The width the recursion runs at for tokens of width D = d + 1."""
-    return _PAD.get(D, D)
+def padded_width(width: int) -> int:
+    """The width the recursion runs at for Ŝ of `width` = d + 2.
 
-
-def context_moments(tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch D D"]:
-    """S^0 = Σ_{j≤n} e_j e_jᵀ over the n context tokens (the query is not a key)."""
-    ctx = tokens[:, :-1]
-    return ctx.transpose(1, 2) @ ctx
-
-
-def _full_At(S: Tensor, Pt: Tensor, Qc: Tensor) -> tuple[Tensor, Tensor]:
-    """Aᵀ = Σ_k Q_kᵀ S P_kᵀ [B, D, D] and SQT [B, D(n), H, D(j)] = (S Q_k)[j, n], via two folded GEMMs.
-
-    Qc [D(m), H·D(n)] holds Q_k[m, n]; Pt [H·D(j), D(i)] holds P_k[i, j].
+    Measured on one CPU thread at batch 2048 (experiments/results/bench_train.md): torch's batched product
+    falls back to a naive loop below 8 × 8, where widths 4-7 cost more than 8; wider sizes gain nothing
+    from padding (12 runs as fast as 11, 16 is fastest as is).
     """
-    B, D, _ = S.shape
-    SQ = (S.reshape(B * D, D) @ Qc).view(B, D, -1, D)  # (S Q_k)[j, n] at [b, j, k, n]
-    SQT = SQ.permute(0, 3, 2, 1).contiguous()  # [b, n, k, j]
-    return (SQT.view(B * D, -1) @ Pt).view(B, D, D), SQT
+    return 8 if 4 <= width < 8 else width
+
+
+def _expand(M: Tensor, B: int) -> Tensor:
+    return M.expand(B, *M.shape)
+
+
+# Buffers reused from one step to the next: on CPU a fresh megabyte-sized tensor costs page faults comparable to
+# the batched product that fills it. A forward checks a workspace out of the pool and its backward (or the
+# forward itself, when no gradient is needed) returns it, so two graphs alive at once never share buffers.
+_POOL: dict[tuple, dict[str, Tensor]] = {}
+_POOL_KEYS, _POOL_BYTES = 4, 64 << 20
+
+
+def _checkout(key: tuple) -> dict[str, Tensor]:
+    return _POOL.pop(key, None) or {}
+
+
+def _release(key: tuple, ws: dict[str, Tensor]) -> None:
+    if sum(t.numel() * t.element_size() for t in ws.values()) > _POOL_BYTES:
+        return
+    _POOL.pop(key, None)
+    _POOL[key] = ws
+    while len(_POOL) > _POOL_KEYS:
+        _POOL.pop(next(iter(_POOL)))
+
+
+def _buf(ws: dict[str, Tensor], name: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
+    t = ws.get(name)
+    if t is None or t.shape != shape:
+        t = ws[name] = like.new_empty(shape)
+    return t
 
 
 class MomentRecursion(torch.autograd.Function):
-    """ŷ [B] from S^0 [B, D, D], the query [B, D] and the layer maps, with a hand-written backward.
+    """ŷ [B] from S^0 [B, D, D], the query [B, D] and the layer maps.
 
-    kind "full": W1 = P, W2 = Q, both [L, H, D, D]. kind "diag": W1 = Ω [L, D, D], W2 unused (an empty tensor).
-    y_index is the row of y (the true d; D may be padded beyond it).
+    kind "full": W1, W2 = P, Q, each [L, H, D, D]. kind "diag": W1 = ω [L, 4] (ω_xx, ω_xy, ω_yx, ω_yy), W2 None.
+    `save`: keep every layer's tensors for a backward (False under no_grad).
     """
 
     @staticmethod
-    def forward(ctx, S, q, W1, W2, kind: str, y_index: int):
-        B, D, _ = S.shape
+    def forward(ctx, S0, q0, W1, W2, kind: str, width: int, save: bool):
+        B, D, _ = S0.shape
+        d, Dp = D - 1, width
         L = W1.shape[0]
-        eye = torch.eye(D, dtype=S.dtype, device=S.device)
+        H = W1.shape[1] if kind == "full" else 1
+        key = (kind, S0.dtype, S0.device, B, Dp, L, H, save)
+        ws = _checkout(key)
+        n_keep = L if save else 2
+        Ss = _buf(ws, "S", (n_keep, B, Dp, Dp), S0)
+        Ns = _buf(ws, "N", (max(n_keep - 1, 1), B, Dp, Dp), S0)
+        T = _buf(ws, "T", (B, Dp, Dp), S0)
+        S = Ss[0].zero_()  # Ŝ^0 = [[S, e_q], [e_qᵀ, 0]]
+        S[:, :D, :D] = S0
+        S[:, :D, D] = q0
+        S[:, D, :D] = q0
         if kind == "full":
-            H = W1.shape[1]
-            Qc = W2.permute(0, 2, 1, 3).reshape(L, D, H * D)  # [l, m, (k n)] = Q_k[m, n]
-            Pt = W1.permute(0, 1, 3, 2).reshape(L, H * D, D)  # [l, (k j), i] = P_k[i, j]
-        saved = []
-        for l in range(L):
-            if kind == "full":
-                At, SQT = _full_At(S, Pt[l], Qc[l])
-            else:
-                At, SQT = S * W1[l].T, None  # (S ⊙ Ω)ᵀ = S ⊙ Ωᵀ as S is symmetric
-            N = At + eye  # N = (I + A)ᵀ
-            if l == L - 1:  # only the query's y entry is read out
-                y = -(N[:, :, y_index] * q).sum(-1)
-                saved.append((S, N, None, q, SQT))
-                break
-            T = torch.bmm(S, N)  # S (I + A)ᵀ
-            saved.append((S, N, T, q, SQT))
-            q = (N * q[:, :, None]).sum(1)  # e_q ← (I + A) e_q
-            S = torch.bmm(N.transpose(1, 2), T)  # S ← (I + A) S (I + A)ᵀ
-        ctx.kind, ctx.y_index = kind, y_index
-        ctx.layers = saved
-        if kind == "full":
-            ctx.save_for_backward(W1, W2)
+            P = W1.new_zeros(L, H, Dp, Dp)
+            Q = torch.zeros_like(P)
+            P[..., :D, :D], Q[..., :D, :D] = W1, W2
+            Ys = _buf(ws, "Y", (max(n_keep - 1, 1), H, B, Dp, Dp), S0)
         else:
-            ctx.save_for_backward(W1)
+            Om = omega_matrix(W1, d, Dp)
+            eye = torch.eye(Dp, dtype=S0.dtype, device=S0.device)
+        for l in range(L - 1):
+            i = l if save else 0
+            N = Ns[i]
+            if kind == "full":  # N̂ = I + Σ_k Q_kᵀ Ŝ P_kᵀ
+                for k in range(H):
+                    torch.bmm(_expand(Q[l, k].T, B), S, out=Ys[i, k])  # Q_kᵀ Ŝ
+                    Nf = N.view(B * Dp, Dp)
+                    if k == 0:
+                        torch.mm(Ys[i, k].view(B * Dp, Dp), P[l, k].T, out=Nf)
+                    else:
+                        Nf.addmm_(Ys[i, k].view(B * Dp, Dp), P[l, k].T)
+                N.diagonal(dim1=1, dim2=2).add_(1.0)
+            else:
+                torch.addcmul(eye, S, Om[l].T, out=N)  # N̂ = I + Ŝ ⊙ Ωᵀ
+            torch.bmm(S, N, out=T)
+            S = torch.bmm(N.mT, T, out=Ss[l + 1 if save else (l + 1) % 2])  # Ŝ ← N̂ᵀ Ŝ N̂
+        # last layer: only column y of Aᵀ is read, Aᵀ[:, y] = Σ_k Q_kᵀ (Ŝ P_k[y]) or Ŝ[:, y] ⊙ Ω[y]
+        if kind == "full":
+            v = (S.reshape(B * Dp, Dp) @ P[-1, :, d].T).view(B, Dp, H)
+            a_y = sum(v[:, :, k] @ Q[-1, k] for k in range(H))
+        else:
+            v = None
+            a_y = S[:, :, d] * Om[-1, d]
+        q = S[:, :, D]
+        y = -(q[:, d] + (a_y * q).sum(-1))  # ŷ = −(e_q + A e_q)_y
+        if save:
+            ctx.kind, ctx.D, ctx.key, ctx.ws, ctx.v, ctx.a_y = kind, D, key, ws, v, a_y
+            ctx.save_for_backward(P, Q) if kind == "full" else ctx.save_for_backward(Om)
+        else:
+            _release(key, ws)
         return y
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, gy):
-        kind, d = ctx.kind, ctx.y_index
-        W = ctx.saved_tensors
-        layers = ctx.layers
-        L = len(layers)
-        S0 = layers[0][0]
-        B, D, _ = S0.shape
+        if ctx.ws is None:
+            raise RuntimeError("the moment path supports one backward per forward (no retain_graph)")
+        kind, D, ws, a_y = ctx.kind, ctx.D, ctx.ws, ctx.a_y
+        Ss, Ns = ws["S"], ws["N"]
+        L, B, Dp, _ = Ss.shape
+        d = D - 1
+        need_input = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        Gs = _buf(ws, "G", (2, B, Dp, Dp), gy)
+        U, dN, R = (_buf(ws, name, (B, Dp, Dp), gy) for name in ("U", "dN", "R"))
         if kind == "full":
-            P, Q = W
-            H = P.shape[1]
-            Pc = P.permute(0, 2, 1, 3).reshape(L, D, H * D)  # [l, i, (k j)] = P_k[i, j]
-            Qt = Q.permute(0, 1, 3, 2).reshape(L, H * D, D)  # [l, (k n), m] = Q_k[m, n]
-            dW1 = torch.empty_like(P)
-            dW2 = torch.empty_like(Q)
+            P, Q = ctx.saved_tensors
+            H, Ys = P.shape[1], ws["Y"]
+            dP, dQ = torch.zeros_like(P), torch.zeros_like(Q)
         else:
-            (Om,) = W
-            dW1 = torch.empty_like(Om)
-        G = g = None
-        for l in range(L - 1, -1, -1):
-            S, N, T, q, SQT = layers[l]
-            if l == L - 1:  # ŷ = −(N[:, y] · q)
-                dN = torch.zeros_like(N)
-                dN[:, :, d] = -gy[:, None] * q
-                gq = -gy[:, None] * N[:, :, d]
-            else:  # S' = Nᵀ S N, q' = Nᵀ q; G is the symmetric gradient of S'
-                dN = torch.baddbmm(q[:, :, None] * g[:, None, :], T, G, alpha=2.0)  # 2 S N G + q gᵀ
-                U = torch.bmm(N, G)
-                gq = (N * g[:, None, :]).sum(-1)  # N g
-            # through Aᵀ (dN = d Aᵀ)
-            if kind == "full":
-                Wk = (dN.reshape(B * D, D) @ Pc[l]).view(B, D, H, D)  # (dAᵀ P_k)[n, j] at [b, n, k, j]
-                Wp = Wk.permute(0, 3, 2, 1).contiguous()  # [b, j, k, n]
-                R = (Wp.view(B * D, H * D) @ Qt[l]).view(B, D, D)  # (Σ_k Q_k dAᵀ P_k)ᵀ
-                dW2[l] = (Wp.view(B * D, H * D).T @ S.reshape(B * D, D)).view(H, D, D).transpose(1, 2)
-                dW1[l] = (dN.reshape(B * D, D).T @ SQT.view(B * D, H * D)).view(D, H, D).transpose(0, 1)
-            else:
-                Om_t = W[0][l].T
-                R = dN * Om_t
-                dW1[l] = (dN * S).sum(0).T
-            if l > 0 or ctx.needs_input_grad[0]:
-                dS = 0.5 * (R + R.transpose(1, 2))
-                if l < L - 1:
-                    dS = torch.baddbmm(dS, U, N.transpose(1, 2))  # + N G Nᵀ
-                G = dS
-            g = gq
-        dW2_out = dW2 if kind == "full" else None
-        return (G if ctx.needs_input_grad[0] else None, g if ctx.needs_input_grad[1] else None,
-                dW1, dW2_out, None, None)
+            (Om,) = ctx.saved_tensors
+            dOm = torch.zeros_like(Om)
+        # last layer: ŷ = −(q_y + a_y · q) with q = Ŝ[:, D]; G = 2·sym(∂/∂Ŝ), a sum of u wᵀ + w uᵀ
+        S = Ss[-1]
+        q = S[:, :, D]
+        a = -gy[:, None] * q  # ∂/∂(Aᵀ[:, y])
+        dq = -gy[:, None] * a_y
+        dq[:, d] -= gy
+        G = Gs[(L - 1) % 2].zero_()
+        pairs = [(dq, D)]
+        if kind == "full":
+            for k in range(H):
+                w = a @ Q[-1, k].T  # Q_k a
+                dP[-1, k, d] = (w.reshape(1, -1) @ S.reshape(B * Dp, Dp)).view(-1)
+                dQ[-1, k] = ctx.v[:, :, k].T @ a
+                pk = P[-1, k, d]
+                G.addcmul_(w[:, :, None], pk[None, None, :]).addcmul_(pk[None, :, None], w[:, None, :])
+        else:
+            dOm[-1, d] = (a * S[:, :, d]).sum(0)
+            pairs.append((a * Om[-1, d], d))
+        for u, i in pairs:  # u e_iᵀ + e_i uᵀ
+            G[:, :, i] += u
+            G[:, i, :] += u
+        for l in range(L - 2, -1, -1):
+            S, N = Ss[l], Ns[l]
+            G_next = Gs[l % 2] if (l > 0 or need_input) else None
+            torch.bmm(N, G, out=U)
+            torch.bmm(S, U, out=dN)  # ∂/∂N̂ of Ŝ' = N̂ᵀ Ŝ N̂: 2 Ŝ N̂ sym(∂/∂Ŝ') = Ŝ N̂ G
+            if G_next is not None:
+                torch.bmm(U, N.mT, out=G_next)  # through Ŝ directly: N̂ G N̂ᵀ
+            if kind == "full":  # Aᵀ = Σ_k Q_kᵀ Ŝ P_kᵀ
+                Sf, dNf, Xt = S.view(B * Dp, Dp), dN.view(B * Dp, Dp), U  # U is free again: reuse it
+                for k in range(H):
+                    torch.bmm(_expand(P[l, k].T, B), dN.mT, out=Xt)  # P_kᵀ dA with dA = ∂/∂A
+                    Xf = Xt.view(B * Dp, Dp)
+                    dQ[l, k] = Sf.T @ Xf
+                    dP[l, k] = dNf.T @ Ys[l, k].view(B * Dp, Dp)
+                    if G_next is not None:
+                        torch.mm(Xf, Q[l, k].T, out=R.view(B * Dp, Dp))  # (Q_k dAᵀ P_k)ᵀ
+                        G_next.add_(R).add_(R.mT)
+            else:  # Aᵀ = Ŝ ⊙ Ωᵀ
+                dOm[l] = torch.mul(dN, S, out=R).sum(0).T
+                if G_next is not None:  # + R + Rᵀ with R = dAᵀ ⊙ Ωᵀ
+                    G_next.addcmul_(dN, Om[l].T).addcmul_(dN.mT, Om[l])
+            G = G_next
+        dS0 = 0.5 * G[:, :D, :D] if ctx.needs_input_grad[0] else None
+        dq0 = G[:, :D, D].clone() if ctx.needs_input_grad[1] else None
+        _release(ctx.key, ws)
+        ctx.ws = None
+        if kind == "full":
+            return dS0, dq0, dP[..., :D, :D], dQ[..., :D, :D], None, None, None
+        dw = torch.stack([dOm[:, :d, :d].sum((1, 2)), dOm[:, :d, d].sum(1), dOm[:, d, :d].sum(1), dOm[:, d, d]], 1)
+        return dS0, dq0, dw, None, None, None, None
 
 
 def omega_matrix(omegas: Float[Tensor, "L 4"], d: int, width: int) -> Float[Tensor, "L width width"]:
-    """Ω^l with Σ_k P_k S Q_k = S ⊙ Ω^l for DIAG / GD++ (ω_xx, ω_xy, ω_yx, ω_yy blocks, zero padding)."""
-    L = omegas.shape[0]
-    z = omegas.new_zeros(L, width, width)
+    """Ω^l with Σ_k P_k S Q_k = S ⊙ Ω^l for DIAG / GD++ (blocks ω_xx, ω_xy, ω_yx, ω_yy; zero beyond d + 1)."""
+    z = omegas.new_zeros(omegas.shape[0], width, width)
     z[:, :d, :d] = omegas[:, 0, None, None]
     z[:, :d, d] = omegas[:, 1, None]
     z[:, d, :d] = omegas[:, 2, None]
@@ -150,22 +209,20 @@ def omega_matrix(omegas: Float[Tensor, "L 4"], d: int, width: int) -> Float[Tens
 
 
 def predict(model, tokens: Float[Tensor, "batch pos D"], width: int | None = None) -> Float[Tensor, "batch"]:
-    """ŷ of a LinearTransformer without hooks; `width` overrides the padded width (≥ D)."""
+    """ŷ of a LinearTransformer without hooks; `width` overrides the padded width of Ŝ (≥ d + 2)."""
     cfg = model.cfg
     D = cfg.d_model
-    Dp = padded_width(D) if width is None else width
-    if Dp < D:
-        raise ValueError(f"width must be >= d + 1 = {D}, got {Dp}")
-    pad = Dp - D
-    S = context_moments(tokens)
-    q = tokens[:, -1]
-    if pad:
-        S, q = F.pad(S, (0, pad, 0, pad)), F.pad(q, (0, pad))
+    width = padded_width(D + 1) if width is None else width
+    if width < D + 1:
+        raise ValueError(f"width must be >= d + 2 = {D + 1}, got {width}")
+    ctx = tokens[:, :-1]
+    S0 = ctx.mT @ ctx  # S^0 = Σ_{j≤n} e_j e_jᵀ over the context (the query is not a key)
+    q0 = tokens[:, -1]
     if cfg.param == "full":
         P = torch.stack([b.attn.P for b in model.blocks])
         Q = torch.stack([b.attn.Q for b in model.blocks])
-        if pad:
-            P, Q = F.pad(P, (0, pad, 0, pad)), F.pad(Q, (0, pad, 0, pad))
-        return MomentRecursion.apply(S, q, P, Q, "full", cfg.d)
-    Om = omega_matrix(model.omegas().stack(), cfg.d, Dp)
-    return MomentRecursion.apply(S, q, Om, Om.new_empty(0), "diag", cfg.d)
+        W1, W2 = P, Q
+    else:
+        W1, W2 = model.omegas().stack(), None
+    save = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (S0, q0, W1, W2))
+    return MomentRecursion.apply(S0, q0, W1, W2, cfg.param if cfg.param == "full" else "diag", width, save)
