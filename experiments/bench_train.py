@@ -22,9 +22,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from interp import moments
 from interp.config import ModelConfig
 from interp.model import LinearTransformer
 from interp.tasks import sample_tasks
+
+WIDTHS = {1: (3, 4, 8), 5: (7, 8), 10: (12, 16), 15: (17, 20, 24)}  # d → widths of Ŝ to try (d + 2 first)
 
 
 class ExplicitAttention(nn.Module):
@@ -105,6 +108,31 @@ def step_flops(L: int, batch: int, d: int, n: int) -> tuple[float, float]:
     return 3 * 2 * batch * ours, 3 * 2 * batch * explicit
 
 
+def width_sweep(layers: int, batch: int, steps: int) -> list[str]:
+    """Forward + backward of interp.moments at every candidate width of Ŝ (zero padding), FULL and DIAG."""
+    n, lines = 20, ["| d | param | " + " | ".join(["width: ms"] * 3) + " |", "|---|---|---|---|---|"]
+    for d, widths in WIDTHS.items():
+        data = sample_tasks(batch, d, n, "uniform:5", torch.Generator().manual_seed(3))
+        runs = {}
+        for param in ("full", "diag"):
+            model = LinearTransformer(ModelConfig(d=d, n_layers=layers, param=param),
+                                      generator=torch.Generator().manual_seed(0))
+            for w in widths:
+                runs[param, w] = lambda m=model, w=w: moments.predict(m, data.tokens, width=w).square().sum().backward()
+        times = {k: [] for k in runs}
+        for fn in runs.values():
+            fn()
+        for _ in range(steps):
+            for k, fn in runs.items():
+                t = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t)
+        for param in ("full", "diag"):
+            cells = [f"{w}: {1e3 * statistics.median(times[param, w]):.1f}" for w in widths]
+            lines.append(f"| {d} | {param} | " + " | ".join(cells + [""] * (3 - len(cells))) + " |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
@@ -112,9 +140,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=30, help="timed steps per implementation")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--widths", action="store_true", help="instead: time every candidate padded width of Ŝ")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.widths:
+        print("\n".join(width_sweep(args.layers, args.batch, args.steps)))
+        return
     d, n, L, dev = 10, 20, args.layers, args.device
     sync = torch.cuda.synchronize if dev.startswith("cuda") else (lambda: None)
     models = {
@@ -173,7 +205,8 @@ def main() -> None:
                   f"about {flops / 1e9:.2f} GFLOP of model arithmetic (forward ×3, true width d + 1), i.e. "
                   f"{achieved:.1f} GFLOP/s = **{100 * achieved / peak:.0f}% of peak** "
                   f"({100 * flops / (full - med['data sampling alone']) / 1e9 / peak:.0f}% without data sampling); "
-                  f"the explicit formulation does {flops_explicit / 1e9:.2f} GFLOP, {flops_explicit / flops:.1f}x more."]
+                  f"the explicit formulation does {flops_explicit / 1e9:.2f} GFLOP, "
+                  f"{flops_explicit / flops:.1f}x more."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -23,11 +23,12 @@ from torch.autograd.function import once_differentiable
 
 
 def padded_width(width: int) -> int:
-    """The width the recursion runs at for Ŝ of `width` = d + 2.
+    """The width the recursion runs at for Ŝ of `width` = d + 2 (extra rows and columns are zero).
 
-    Measured on one CPU thread at batch 2048 (experiments/results/bench_train.md): torch's batched product
-    falls back to a naive loop below 8 × 8, where widths 4-7 cost more than 8; wider sizes gain nothing
-    from padding (12 runs as fast as 11, 16 is fastest as is).
+    Chosen by measurement (`experiments/bench_train.py --widths`, one CPU thread, batch 2048): torch's batched
+    product runs a naive loop when the product has fewer than 400 multiply-adds (widths up to 7), so widths 4-7
+    are padded to 8 (d = 5: 2.9x faster at 8 than at 7); width 3 (d = 1) is fastest as is; 12 (d = 10) and
+    17 (d = 15) are fastest as they are (16, 20 and 24 cost 1.5-2x more).
     """
     return 8 if 4 <= width < 8 else width
 

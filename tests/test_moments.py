@@ -139,3 +139,15 @@ def test_padded_model_checkpoints_keep_true_shapes(tmp_path):
         torch.testing.assert_close(loaded(tokens), model(tokens), rtol=0, atol=0)
     _, cache = loaded.run_with_cache(tokens)  # hooks see the true width
     assert cache["blocks.0.attn.hook_stats"].shape == (tokens.shape[0], 6, 6)
+
+
+@pytest.mark.parametrize("param", ["full", "diag", "gdpp"])
+def test_runs_on_the_meta_device(param):
+    """Forward and backward on the meta device: every tensor follows the input's device, and a host sync
+    (.item(), a Python bool of a tensor) would raise here; the `--device cuda` path runs the same code."""
+    model = LinearTransformer(ModelConfig(d=5, n_layers=3, n_heads=2, param=param)).to("meta")
+    tokens = torch.empty(8, N_CTX + 1, 6, device="meta")
+    y = model(tokens)
+    y.sum().backward()
+    assert y.shape == (8,) and y.device.type == "meta"
+    assert all(p.grad is not None and p.grad.shape == p.shape for p in model.parameters())
