@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - older releases
 from transformer_lens.ActivationCache import ActivationCache
 from transformer_lens.hook_points import HookPoint
 
+from interp import moments
 from interp.config import ModelConfig
 
 
@@ -286,22 +287,8 @@ class LinearTransformer(HookedRootModule):
         return global_hooks() or any(has_hooks(m) for m in self.mod_dict.values())  # every submodule, from setup()
 
     def _forward_moments(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
-        """The same prediction without materialising the context tokens after layer 0.
-
-        Every context token is mapped by I + A^l (Theorem 4.1), so S^{l+1} = (I + A^l) S^l (I + A^l)ᵀ:
-        only S [batch, D, D] and the query token are carried. Used when no hook is attached.
-        """
-        ctx, query = tokens[:, :-1], tokens[:, -1]
-        S = ctx.transpose(1, 2) @ ctx
-        last = len(self.blocks) - 1
-        for l, block in enumerate(self.blocks):
-            A = block.attn.head_maps(S).sum(1)  # Σ_k P_k S Q_k
-            if l == last:  # only the query's y slot is read out
-                return -(query[:, -1] + (A[:, -1, :] * query).sum(-1))
-            query = query + (A * query[:, None, :]).sum(-1)  # A e_q without a batch of tiny mat-vecs
-            M = A + torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
-            S = M @ S @ M.transpose(1, 2)
-        raise AssertionError("unreachable")
+        """The same prediction from second moments only (Theorem 4.1; interp.moments). Used when no hook is attached."""
+        return moments.predict(self, tokens)
 
     def predict_per_layer(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L+1 batch"]:
         """ŷ after 0, 1, ..., L layers (row 0 is the zero prediction of the raw query)."""
