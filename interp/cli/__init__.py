@@ -63,7 +63,7 @@ def existing_path(text: str) -> str:
     return text
 
 
-COMMANDS = ["train", "eval", "probe", "drift", "report"]  # each: interp/cli/{name}.py with add(subparsers)
+COMMANDS = ["train", "sweep", "table", "eval", "probe", "drift", "report"]  # each: interp/cli/{name}.py with add(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:
