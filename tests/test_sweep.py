@@ -172,6 +172,14 @@ def test_local_backend_kill_resume_rerun(tmp_path, reference, capsys):
     assert [s.status for s in again] == ["done", "done", "failed"] and [s.attempts for s in again] == [0, 0, 1]
     assert again[0].adjusted == states[0].adjusted
     assert {p: p.stat().st_mtime_ns for p in (root / "diag1_uniform5_s0").rglob("*")} == stamps
+    # the same two good runs from the command line: skipped, and the end table shows their adjusted loss
+    code, out, err = run_cli(capsys, "sweep", "--root", root, "--arch", "diag", "--layers", "1", "--seeds", "0", "1",
+                             "--d", "4", "--n", "8", "--batch", "64", "--steps", "40", "--save-every", "10",
+                             "--checkpoints", "5", "--eval-seq", "500", "--no-progress")
+    assert code == 0, err
+    assert f"| diag1_uniform5_s0 | done | 40/40 | {states[0].adjusted['mean']:.4g} ± " in out
+    assert {p: p.stat().st_mtime_ns for p in (root / "diag1_uniform5_s0").rglob("*")} == stamps
+    assert json.loads((root / SWEEP_FILE).read_text())["command"][:2] == ["interp", "sweep"]
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +207,27 @@ def test_ray_worker_dying_too_often_fails_the_run_only(tmp_path, ray_local):
     by = {s.spec.name: s for s in states}
     assert by["diag1_uniform5_s0"].status == "done" and is_complete(root / "diag1_uniform5_s0")
     assert by[VICTIM].status == "failed" and "Worker" in by[VICTIM].error and not is_complete(root / VICTIM)
+
+
+@pytest.mark.slow
+def test_table_from_a_root(tmp_path, capsys):
+    """interp table: best of seeds per cell, its median and worst sequence, cross-checked with evaluate()."""
+    from interp.evaluate import evaluate
+
+    root = tmp_path / "root"
+    for seed, steps in ((0, 2), (1, 40)):  # seed 1 trains longer, so it is the better seed
+        opts = dict(arch="diag", layers=1, seed=seed, steps=steps, batch=256, checkpoints=2)
+        train(config_from_options(opts), root / run_name(opts), progress=False)
+    code, out, err = run_cli(capsys, "table", root, "--n-seq", "1000", "--baseline-seq", "1000",
+                             "--json", tmp_path / "t.json")
+    assert code == 0, err
+    cell = json.loads((tmp_path / "t.json").read_text())["cells"]["diag1|uniform:5"]
+    est = evaluate({"m": ck.load(root / "diag1_uniform5_s1")}, "uniform:5", 1000, seed=0)["m"]
+    assert cell["best_seed"] == 1 and cell["seeds"] == [0, 1] and cell["paper"] == 0.906
+    assert (cell["mean"], cell["median"], cell["worst"]) == pytest.approx((est.mean, est.median, est.worst), rel=1e-12)
+    assert "| 1 | DIAG | " in out and "(0.906)" in out and f"median {est.median:.3g}" in out
+    assert (root / "table1_evals.json").exists()  # the cache, so a rerun evaluates nothing
+    code, _, err = run_cli(capsys, "table", root, "--n-seq", "1000", "--baseline-seq", "1000")
+    assert code == 0 and "diag1_uniform5_s1:" not in err  # (an evaluation logs the run's path)
+    code, _, err = run_cli(capsys, "table", tmp_path / "nowhere")
+    assert code == 2 and err.count("\n") == 1 and "nowhere" in err
