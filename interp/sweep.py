@@ -95,7 +95,8 @@ def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = 
         if key not in OPTIONS:
             raise SweepError(f"unknown run option {key!r}")
     swept = [k for k, v in options.items() if k not in NAME_AXES and len(v) > 1]
-    order = [k for k in ("seed", "noise", "layers", "arch") if k in options] + [k for k in options if k not in NAME_AXES]
+    order = [k for k in ("seed", "noise", "layers", "arch") if k in options]
+    order += [k for k in options if k not in NAME_AXES]
     overrides = [dict(o) for o in overrides]
     for o in overrides:
         bad = [k for k in o if k != "where" and (k not in OPTIONS or k in NAME_AXES)]
@@ -146,7 +147,7 @@ def run_name(opts: Mapping[str, Any], swept: Iterable[str] = ()) -> str:
 # ---------------------------------------------------------------------------------------------- planning
 
 
-@dataclass
+@dataclass(eq=False)
 class RunState:
     """A run's place in a sweep: status is queued, running, done or failed."""
 
@@ -344,14 +345,14 @@ def run_ray(states: list[RunState], args_of: Callable[[RunState], tuple], retrie
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    pending = {}
     try:
         remote = ray.remote(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=retries,
                             retry_exceptions=False)(task)
-        pending = {}
         for state in states:
             if state.status == "queued":
                 pending[remote.remote(*args_of(state))] = state
-                view.started(state)
+        view.watch = set(pending.values())  # queued in Ray until their metrics file changes
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             for ref in ready:
@@ -364,6 +365,8 @@ def run_ray(states: list[RunState], args_of: Callable[[RunState], tuple], retrie
                 view.finished(state, result)
             view.tick()
     finally:
+        for ref in pending:  # interrupted: stop this sweep's tasks (they resume on the next run)
+            ray.cancel(ref, force=True)
         if started:
             ray.shutdown()
 
@@ -382,8 +385,10 @@ class Progress:
     every: float = 1.0  # seconds between view refreshes (30 when not a terminal)
 
     def __post_init__(self) -> None:
-        self.t0 = time.perf_counter()
-        self.steps0 = self._done_steps()
+        self.t0, self.wall0 = time.perf_counter(), time.time()
+        self.watch: set = set()  # submitted runs whose start is only seen on the filesystem (Ray)
+        self.samples = deque([(self.t0, self._done_steps())])
+        self.window = 60.0
         self.last = 0.0
         self.out = sys.stderr if self.stream is None else self.stream
         self.tty = bool(self.out) and getattr(self.out, "isatty", lambda: False)()
@@ -401,13 +406,25 @@ class Progress:
         return out
 
     def line(self) -> str:
+        for s in list(self.watch):
+            try:
+                touched = (s.run_dir / ck.METRICS_FILE).stat().st_mtime >= self.wall0 - 1
+            except OSError:
+                touched = False
+            if touched:
+                self.watch.discard(s)
+                s.status, s.attempts = "running", s.attempts + 1
         for s in self.states:
             if s.status == "running":
                 s.step = max(s.step, last_step(s.run_dir))
         c = self.counts()
         done, total = self._done_steps(), sum(s.steps for s in self.states if s.status != "failed")
-        elapsed = time.perf_counter() - self.t0
-        rate = (done - self.steps0) / elapsed if elapsed > 0 else 0.0
+        now = time.perf_counter()
+        self.samples.append((now, done))
+        while len(self.samples) > 2 and now - self.samples[1][0] > self.window:
+            self.samples.popleft()
+        t_first, done_first = self.samples[0]
+        rate = (done - done_first) / (now - t_first) if now > t_first else 0.0  # over the last `window` seconds
         eta = _duration((total - done) / rate) if rate > 0 else "?"
         return (f"{c['done']} done, {c['running']} running, {c['failed']} failed, {c['queued']} queued | "
                 f"{done}/{total} steps, {rate:.0f} steps/s, ETA {eta}")
@@ -437,6 +454,9 @@ class Progress:
         self.write()
 
     def finished(self, state: RunState, result: dict) -> None:
+        if state in self.watch:
+            self.watch.discard(state)
+            state.attempts += 1
         state.status, state.error = result["status"], result.get("error")
         state.adjusted, state.seconds = result.get("adjusted_loss"), result.get("seconds")
         if state.status == "done":

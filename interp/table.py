@@ -57,7 +57,8 @@ def discover(roots: list[Path], log: Callable[[str], None] = _log) -> list[dict]
         if r["complete"]:
             first_done.setdefault(key(r), r["run"])
     # one complete run per (cell, seed); an unfinished copy of a finished seed is irrelevant
-    return [r for r in runs if first_done.get(key(r), r["run"]) == r["run"] and (r["complete"] or key(r) not in first_done)]
+    return [r for r in runs
+            if first_done.get(key(r), r["run"]) == r["run"] and (r["complete"] or key(r) not in first_done)]
 
 
 def load_cache(path: Path | None) -> dict:
@@ -163,7 +164,8 @@ def render(cells: dict, base: dict, runs: list[dict], priors: list[str], layers:
                 row.append(text + (" ⚠" if c and _dominated(c["best"]) else ""))
             lines.append(f"| {L} | {ARCH_NAMES[a]} | " + " | ".join(row) + " |")
     for nm, title in BASE_NAMES.items():
-        row = [_cell(base[p][nm]["mean"], paper_value(nm, p), rel=0.05, atol=0.003) if p in base else "–" for p in priors]
+        row = [_cell(base[p][nm]["mean"], paper_value(nm, p), rel=0.05, atol=0.003) if p in base else "–"
+               for p in priors]
         lines.append(f"| – | {title} | " + " | ".join(row) + " |")
     seeds = "\n".join(
         f"- {ARCH_NAMES[a]} L={L} {p}: seeds {c['seeds']}, best seed {c['best']['seed']} "
@@ -183,16 +185,20 @@ def render(cells: dict, base: dict, runs: list[dict], priors: list[str], layers:
 def render_floor(base: dict, priors: list[str]) -> str:
     """The Bayes floor beside the paper's best entry of each column."""
     table = paper_table()
-    lines = ["| prior | Bayes floor (ours) | paper's best entry | paper's best method | paper TunedRR |", "|---|---|---|---|---|"]
+    lines = ["| prior | Bayes floor (ours) | paper's best entry | paper's best method | paper TunedRR |",
+             "|---|---|---|---|---|"]
     for p in priors:
         if p not in base:
             continue
-        entries = [(v[p], f"{ARCH_NAMES[a]} L={L}") for a, rows in table["models"].items() for L, v in rows.items() if p in v]
+        entries = [(v[p], f"{ARCH_NAMES[a]} L={L}")
+                   for a, rows in table["models"].items() for L, v in rows.items() if p in v]
         entries += [(v[p], BASE_NAMES[nm]) for nm, v in table["baselines"].items() if p in v and v[p] > 0]
         best = min(entries) if entries else (None, "–")
         b = base[p]["bayes"]
-        lines.append(f"| {p} | {_fmt(b['mean'])} ± {b['stderr']:.1g} | {_fmt(best[0]) if best[0] is not None else '–'} | "
-                     f"{best[1]} | {_fmt(table['baselines']['tunedrr'][p]) if p in table['baselines']['tunedrr'] else '–'} |")
+        tuned = table["baselines"]["tunedrr"]
+        lines.append(f"| {p} | {_fmt(b['mean'])} ± {b['stderr']:.1g} | "
+                     f"{_fmt(best[0]) if best[0] is not None else '–'} | {best[1]} | "
+                     f"{_fmt(tuned[p]) if p in tuned else '–'} |")
     return "\n".join(lines) + "\n"
 
 

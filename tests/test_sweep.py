@@ -16,7 +16,8 @@ import torch
 
 from interp import checkpoints as ck
 from interp.sweep import (
-    RAY_MISSING, SWEEP_FILE, RunSpec, SweepError, config_from_options, expand, load_grid_file, run_name, run_task, sweep,
+    RAY_MISSING, SWEEP_FILE, RunSpec, SweepError, config_from_options, expand, load_grid_file, run_name, run_task,
+    sweep,
 )
 from interp.train import is_complete, train
 from tests.helpers import run_cli

@@ -51,31 +51,33 @@ def _non_negative(text: str) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from interp import sweep as sw
+    from interp.sweep import EVAL_SEQ, OPTIONS, SWEEP_FILE, end_table, expand, load_grid_file, plan, sweep
+    from interp.train import is_complete
 
-    options, overrides = sw.load_grid_file(args.grid) if args.grid else ({}, [])
-    options.update({k: v for k, v in vars(args).items() if k in sw.OPTIONS})
-    eval_seq = sw.EVAL_SEQ if args.eval_seq is None else args.eval_seq
+    options, overrides = load_grid_file(args.grid) if args.grid else ({}, [])
+    options.update({k: v for k, v in vars(args).items() if k in OPTIONS})
+    eval_seq = EVAL_SEQ if args.eval_seq is None else args.eval_seq
     if args.backend == "local" and (args.address or args.cpus_per_run or args.gpus_per_run):
         flag = "--address" if args.address else "--cpus-per-run" if args.cpus_per_run else "--gpus-per-run"
         raise ArgError(f"{flag}: only with --backend ray")
     if args.dry_run:
-        states = sw.plan(sw.expand(options, overrides), args.root)
+        states = plan(expand(options, overrides), args.root)
         for s in states:
-            what = s.error or ("done" if sw.is_complete(s.run_dir) else f"resume at step {s.step}" if s.step
+            what = s.error or ("done" if is_complete(s.run_dir) else f"resume at step {s.step}" if s.step
                                else "start")
             print(f"{s.run_dir}: {what}")
         print(f"{len(states)} runs")
         return 0
     meta = {"command": ["interp", *args.argv], "cwd": os.getcwd()}
-    states = sw.sweep(options, Path(args.root), overrides, backend=args.backend, workers=args.workers,
+    states = sweep(options, Path(args.root), overrides, backend=args.backend, workers=args.workers,
                       threads=args.threads, retries=args.retries, address=args.address,
                       cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run, eval_seq=eval_seq,
                       progress=not args.no_progress, meta=meta)
-    print(sw.end_table(states, eval_seq))
+    print(end_table(states, eval_seq))
     failed = [s for s in states if s.status != "done"]
     if failed:
-        print(f"interp sweep: {len(failed)} of {len(states)} runs failed (see above and {Path(args.root) / sw.SWEEP_FILE})",
+        where = Path(args.root) / SWEEP_FILE
+        print(f"interp sweep: {len(failed)} of {len(states)} runs failed (see above and {where})",
               file=sys.stderr)
         return 1
     return 0

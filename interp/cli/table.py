@@ -16,7 +16,8 @@ def add(sub) -> None:
     p.add_argument("roots", nargs="+", metavar="ROOT", help="directories holding run directories")
     p.add_argument("--arch", nargs="+", choices=["full", "diag", "gdpp"], help="subset of the grid (default all found)")
     p.add_argument("--layers", nargs="+", type=positive_int("--layers"))
-    p.add_argument("--noise", nargs="+", type=noise_spec, help="priors, e.g. uniform:5 categorical:1,3 (default all found)")
+    p.add_argument("--noise", nargs="+", type=noise_spec,
+                   help="priors, e.g. uniform:5 categorical:1,3 (default all found)")
     p.add_argument("--seeds", nargs="+", type=int)
     p.add_argument("--n-seq", type=positive_int("--n-seq"), default=100_000,
                    help="evaluation sequences per model (default 100000)")
