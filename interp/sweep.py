@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 import sys
@@ -347,6 +348,7 @@ def run_ray(states: list[RunState], args_of: Callable[[RunState], tuple], retrie
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     pending = {}
     try:
+        _check_feasible(ray, cpus_per_run, gpus_per_run)
         remote = ray.remote(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=retries,
                             retry_exceptions=False)(task)
         for state in states:
@@ -369,6 +371,16 @@ def run_ray(states: list[RunState], args_of: Callable[[RunState], tuple], retrie
             ray.cancel(ref, force=True)
         if started:
             ray.shutdown()
+
+
+def _check_feasible(ray, cpus: float, gpus: float) -> None:
+    """SweepError when no node of the cluster has `cpus` CPUs and `gpus` GPUs (the tasks would wait forever)."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    if not any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) >= gpus for r in nodes):
+        most = max(((r.get("CPU", 0), r.get("GPU", 0)) for r in nodes), default=(0, 0))
+        flag = "--gpus-per-run" if gpus > most[1] else "--cpus-per-run"
+        raise SweepError(f"{flag}: no node of the Ray cluster has {cpus:g} CPUs and {gpus:g} GPUs for one run "
+                         f"(the largest has {most[0]:g} CPUs, {most[1]:g} GPUs)")
 
 
 # ---------------------------------------------------------------------------------------------- progress
@@ -473,7 +485,18 @@ class Progress:
         """Rewrite ROOT/sweep.json atomically."""
         data = {**self.meta, "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "counts": self.counts(), "runs": {s.spec.name: s.summary() for s in self.states}}
-        ck.atomic_write_text(self.root / SWEEP_FILE, json.dumps(data, indent=1) + "\n")
+        ck.atomic_write_text(self.root / SWEEP_FILE, json.dumps(_json_safe(data), indent=1) + "\n")
+
+
+def _json_safe(obj: Any) -> Any:
+    """Non-finite floats (a diverged model's loss) become None: sweep.json stays strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
 
 
 def _duration(seconds: float) -> str:
@@ -558,14 +581,19 @@ def sweep(
     info = {"backend": backend, "eval_seq": eval_seq, **(meta or {})}
     view = Progress(states, root, info, stream=None if progress else False)
     args_of = lambda s: (str(s.run_dir), s.spec.cfg.to_dict(), threads, eval_seq)  # noqa: E731
-    if backend == "local":
-        run_local(states, args_of, workers, retries, view, task)
-    else:
-        run_ray(states, args_of, retries, view, address, cpus_per_run or threads, gpus_per_run, task)
+    try:
+        if backend == "local":
+            run_local(states, args_of, workers, retries, view, task)
+        else:
+            run_ray(states, args_of, retries, view, address, cpus_per_run or threads, gpus_per_run, task)
+    finally:  # interrupted: what was running is queued again (a rerun resumes it)
+        for s in states:
+            if s.status == "running":
+                s.status = "queued"
+        view.write()
     view.tick(force=True)
     if progress and view.tty:
         sys.stderr.write("\n")
-    view.write()
     return states
 
 

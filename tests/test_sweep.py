@@ -211,6 +211,16 @@ def test_ray_worker_dying_too_often_fails_the_run_only(tmp_path, ray_local):
 
 
 @pytest.mark.slow
+def test_ray_resources_no_node_has_are_refused(tmp_path, ray_local):
+    gpu = [RunSpec(s.name, s.options, config_from_options({**s.options, "device": "cuda"})) for s in specs()[:1]]
+    with pytest.raises(SweepError, match=r"--gpus-per-run: no node .* 0.5 GPUs .*the largest has 2 CPUs, 0 GPUs"):
+        sweep(gpu, tmp_path / "gpu", backend="ray", gpus_per_run=0.5, progress=False)
+    with pytest.raises(SweepError, match="--cpus-per-run: no node of the Ray cluster has 3 CPUs"):
+        sweep(specs()[:1], tmp_path / "cpu", backend="ray", cpus_per_run=3, progress=False)
+    assert not (tmp_path / "cpu" / specs()[0].name).exists()  # nothing was started
+
+
+@pytest.mark.slow
 def test_table_from_a_root(tmp_path, capsys):
     """interp table: best of seeds per cell, its median and worst sequence, cross-checked with evaluate()."""
     from interp.evaluate import evaluate
