@@ -170,6 +170,8 @@ class RunState:
 def plan(specs: list[RunSpec], root: str | Path) -> list[RunState]:
     """The state of every run under `root`; SweepError when a directory holds a different run."""
     root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise SweepError(f"--root: {root} is not a directory")
     states, conflicts = [], []
     for spec in specs:
         state = RunState(spec, root / spec.name)
@@ -393,17 +395,18 @@ class Progress:
     states: list[RunState]
     root: Path
     meta: dict = field(default_factory=dict)
-    stream: Any = None  # None: stderr; False: silent
-    every: float = 1.0  # seconds between view refreshes (30 when not a terminal)
+    live: bool = True  # the refreshed status line; each run's start, retry and end are printed regardless
+    stream: Any = None  # None: stderr
+    every: float = 1.0  # seconds between status lines (30 when not a terminal)
 
     def __post_init__(self) -> None:
         self.t0, self.wall0 = time.perf_counter(), time.time()
         self.watch: set = set()  # submitted runs whose start is only seen on the filesystem (Ray)
         self.samples = deque([(self.t0, self._done_steps())])
         self.window = 60.0
-        self.last = 0.0
+        self.last = self.last_refresh = 0.0
         self.out = sys.stderr if self.stream is None else self.stream
-        self.tty = bool(self.out) and getattr(self.out, "isatty", lambda: False)()
+        self.tty = getattr(self.out, "isatty", lambda: False)()
         if not self.tty:
             self.every = max(self.every, 30.0)
         self.write()
@@ -417,7 +420,9 @@ class Progress:
             out[s.status] += 1
         return out
 
-    def line(self) -> str:
+    def refresh(self) -> None:
+        """Runs submitted to Ray count as running once their metrics file changes; steps from the metrics."""
+        started = False
         for s in list(self.watch):
             try:
                 touched = (s.run_dir / ck.METRICS_FILE).stat().st_mtime >= self.wall0 - 1
@@ -425,10 +430,14 @@ class Progress:
                 touched = False
             if touched:
                 self.watch.discard(s)
-                s.status, s.attempts = "running", s.attempts + 1
+                s.status, s.attempts, started = "running", s.attempts + 1, True
         for s in self.states:
             if s.status == "running":
                 s.step = max(s.step, last_step(s.run_dir))
+        if started:
+            self.write()
+
+    def line(self) -> str:
         c = self.counts()
         done, total = self._done_steps(), sum(s.steps for s in self.states if s.status != "failed")
         now = time.perf_counter()
@@ -442,9 +451,7 @@ class Progress:
                 f"{done}/{total} steps, {rate:.0f} steps/s, ETA {eta}")
 
     def _say(self, text: str, event: bool) -> None:
-        if not self.out:
-            return
-        if self.tty:
+        if self.tty and self.live:
             self.out.write("\r\033[K" + text + ("\n" if event else ""))
         else:
             self.out.write(text + "\n")
@@ -452,7 +459,10 @@ class Progress:
 
     def tick(self, force: bool = False) -> None:
         now = time.perf_counter()
-        if force or now - self.last >= self.every:
+        if force or now - self.last_refresh >= min(self.every, 5.0):
+            self.last_refresh = now
+            self.refresh()
+        if self.live and (force or now - self.last >= self.every):
             self.last = now
             self._say(self.line(), event=False)
 
@@ -479,7 +489,8 @@ class Progress:
             state.step = max(state.step, last_step(state.run_dir))
             self._say(f"{state.spec.name}: failed: {state.error}", event=True)
         self.write()
-        self.tick(force=self.tty)
+        if self.tty:
+            self.tick(force=True)
 
     def write(self) -> None:
         """Rewrite ROOT/sweep.json atomically."""
@@ -579,7 +590,7 @@ def sweep(
             s.status, s.step, s.adjusted, s.seconds = "done", s.steps, old.get("adjusted_loss"), old.get("seconds")
     root.mkdir(parents=True, exist_ok=True)
     info = {"backend": backend, "eval_seq": eval_seq, **(meta or {})}
-    view = Progress(states, root, info, stream=None if progress else False)
+    view = Progress(states, root, info, live=progress)
     args_of = lambda s: (str(s.run_dir), s.spec.cfg.to_dict(), threads, eval_seq)  # noqa: E731
     try:
         if backend == "local":
