@@ -116,6 +116,8 @@ def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = 
             raise SweepError(f"two runs would share the directory {name} ({seen[name]} and {opts}); "
                              f"vary fewer options or give them different values")
         seen[name] = opts
+        if opts.get("init"):  # workers (Ray nodes, a forkserver) need not share this process's directory
+            opts["init"] = os.path.abspath(opts["init"])
         spec = RunSpec(name, opts)
         try:
             spec.cfg = config_from_options(opts)
@@ -591,7 +593,7 @@ def sweep(
     root.mkdir(parents=True, exist_ok=True)
     info = {"backend": backend, "eval_seq": eval_seq, **(meta or {})}
     view = Progress(states, root, info, live=progress)
-    args_of = lambda s: (str(s.run_dir), s.spec.cfg.to_dict(), threads, eval_seq)  # noqa: E731
+    args_of = lambda s: (str(s.run_dir.resolve()), s.spec.cfg.to_dict(), threads, eval_seq)  # noqa: E731
     try:
         if backend == "local":
             run_local(states, args_of, workers, retries, view, task)

@@ -20,7 +20,7 @@ from interp.sweep import (
     sweep,
 )
 from interp.train import is_complete, train
-from tests.helpers import run_cli
+from tests.helpers import random_diag, run_cli
 
 TINY = dict(d=4, n=8, batch=64, steps=40, save_every=10, checkpoints=5)
 VICTIM = "diag1_uniform5_s1"  # the run dying_task kills once, after its step-20 resume save
@@ -145,7 +145,7 @@ def test_ray_backend_without_ray_is_one_line(tmp_path, capsys, monkeypatch):
     assert code == 2 and "--gpus-per-run: only with --backend ray" in err
 
 
-def check_sweep(root: Path, states, reference) -> None:
+def check_sweep(root: Path, states, reference, failed: int = 1) -> None:
     """Both good runs done with the reference weights, the victim killed once and resumed at step 20,
     the diverging run failed with its error, sweep.json in agreement."""
     by = {s.spec.name: s for s in states}
@@ -156,7 +156,7 @@ def check_sweep(root: Path, states, reference) -> None:
         assert is_complete(root / name)
         assert_same(final_weights(root / name), weights)
     summary = json.loads((root / SWEEP_FILE).read_text())
-    assert summary["counts"] == {"done": 2, "running": 0, "failed": 1, "queued": 0}
+    assert summary["counts"] == {"done": 2, "running": 0, "failed": failed, "queued": 0}
     assert summary["runs"]["diag2_uniform5_s2"]["error"].startswith("TrainingDiverged")
     assert summary["runs"]["diag1_uniform5_s0"]["adjusted_loss"]["n_seq"] == 500
 
@@ -164,9 +164,14 @@ def check_sweep(root: Path, states, reference) -> None:
 @pytest.mark.slow
 def test_local_backend_kill_resume_rerun(tmp_path, reference, capsys):
     root = tmp_path / "local"
-    states = sweep(specs(), root, workers=2, eval_seq=500, progress=False, task=dying_task)
-    assert {s.spec.name: s.attempts for s in states} == {"diag1_uniform5_s0": 1, VICTIM: 2, "diag2_uniform5_s2": 1}
-    check_sweep(root, states, reference)
+    ck.save_checkpoint(tmp_path / "one_layer.safetensors", random_diag(d=4, n_layers=1), 0)
+    opts = dict(arch="diag", layers=2, seed=0, init=str(tmp_path / "one_layer.safetensors"), **TINY)
+    bad_init = RunSpec("diag2_init", opts, config_from_options(opts))  # --init with 1 layer for a 2-layer run
+    states = sweep([*specs(), bad_init], root, workers=2, eval_seq=500, progress=False, task=dying_task)
+    assert {s.spec.name: s.attempts for s in states} == {
+        "diag1_uniform5_s0": 1, VICTIM: 2, "diag2_uniform5_s2": 1, "diag2_init": 1}
+    check_sweep(root, states, reference, failed=2)
+    assert states[-1].status == "failed" and "has 1 layers but the run asks for 2" in states[-1].error
     # a rerun skips the finished runs (nothing rewritten, adjusted loss read back) and retries the failed one
     stamps = {p: p.stat().st_mtime_ns for p in (root / "diag1_uniform5_s0").rglob("*")}
     again = sweep(specs(), root, workers=2, eval_seq=500, progress=False)
