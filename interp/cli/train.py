@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -22,8 +23,6 @@ def add(sub) -> None:
 def add_run_options(p, many: bool = False) -> None:
     """The settings of one run; with `many` (interp sweep) each takes a list of values, --seed is also --seeds,
     and an option not given is absent from the namespace (so a grid file can supply it)."""
-    import argparse
-
     def opt(*names, **kw):
         if many:
             if names[0] == "--seed":
