@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from interp.checkpoints import atomic_write_text
-from interp.table import ARCH_NAMES, table1
+from interp.table import ARCH_NAMES, CACHE_FILE, table1
 
 HERE = Path(__file__).resolve().parent
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-seq", type=int, default=100_000, help="evaluation sequences per model (default 100000)")
     ap.add_argument("--baseline-seq", type=int, default=1_000_000, help="sequences for baselines (default 1000000)")
     ap.add_argument("--eval-seed", type=int, default=0)
-    ap.add_argument("--cache", type=Path, default=HERE / "results" / "table1_evals.json")
+    ap.add_argument("--cache", type=Path, default=HERE / "results" / CACHE_FILE)
     ap.add_argument("--baselines-only", action="store_true", help="only the baseline rows and the Bayes floor")
     ap.add_argument("--out", type=Path, help="markdown file for the table (default: print)")
     ap.add_argument("--json", type=Path, help="all per-seed results as JSON")

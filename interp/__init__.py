@@ -11,6 +11,7 @@ from interp.probes import (
     DiagProjection, DriftData, ImplicitModel, diag_ablation, diag_projection, drift_trajectory, fit_layer_maps,
     implicit_model, lemma44, probe_model, run_drift,
 )
+from interp.run import Run, RunLocked
 from interp.tasks import NoisePrior, TaskBatch, sample_tasks
 from interp.train import train
 from interp.sweep import sweep
@@ -31,6 +32,8 @@ __all__ = [
     "ModelConfig",
     "NoisePrior",
     "Omegas",
+    "Run",
+    "RunLocked",
     "TaskBatch",
     "TrainConfig",
     "TunedRR",

@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterable, Mapping
 from interp import checkpoints as ck
 from interp.config import ModelConfig, TrainConfig
 from interp.tasks import as_prior
-from interp.train import is_complete, load_run_config, prior_slug, resolve
+from interp.run import Run
+from interp.train import prior_slug, resolve
 
 SWEEP_FILE = "sweep.json"
 EVAL_SEQ = 10_000  # sequences for the end table's adjusted loss (interp table uses 100 000)
@@ -34,7 +35,7 @@ OPTIONS = {
     "arch": "model.param", "layers": "model.n_layers", "heads": "model.n_heads", "d": "model.d",
     "dtype": "model.dtype", "noise": "noise", "n": "n", "seed": "seed", "preset": "preset", "steps": "steps",
     "batch": "batch", "lr": "lr", "schedule": "schedule", "clip": "clip", "checkpoints": "n_checkpoints",
-    "save_every": "resume_every", "init": "init", "init_noise": "init_noise", "device": "device",
+    "save_every": "resume_every", "init": "init", "init_noise": "init_noise", "device": "device", "guard": "guard",
 }
 
 
@@ -197,12 +198,13 @@ def plan(specs: list[RunSpec], root: str | Path) -> list[RunState]:
 
 def _conflict(run_dir: Path, want: TrainConfig) -> str | None:
     """Why `run_dir` cannot hold the run `want`, or None when it holds that run (or nothing)."""
-    if not (run_dir / ck.CONFIG_FILE).exists():
-        if any(run_dir.iterdir()):
-            return f"{run_dir}: holds files but no {ck.CONFIG_FILE} (not a run directory)"
+    run = Run(run_dir)
+    if not run.is_run(run_dir):
+        if any(p.name != Run.LOCK_FILE for p in run_dir.iterdir()):
+            return f"{run_dir}: holds files but no run config (not a run directory)"
         return None
     try:
-        have = resolve(load_run_config(run_dir))
+        have = resolve(run.config())
     except ValueError as err:  # CheckpointError is a ValueError
         return str(err)
     a, b = _flat(have.to_dict()), _flat(want.to_dict())
@@ -227,7 +229,7 @@ def _flat(d: dict, prefix: str = "") -> dict:
 
 def last_step(run_dir: Path) -> int:
     """The latest step logged in a run's metrics (0 when none)."""
-    path = run_dir / ck.METRICS_FILE
+    path = Run(run_dir).metrics_path
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -261,11 +263,11 @@ def run_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = EVAL_SEQ
     t0 = time.perf_counter()
     try:
         config = TrainConfig.from_dict(cfg)
-        if not is_complete(run_dir):
-            train(config, run_dir, resume=(Path(run_dir) / ck.RESUME_FILE).exists(), progress=False)
+        if not Run(run_dir).is_complete():  # train holds the run's writer lock; an earlier start is resumed
+            train(config, run_dir, resume=Run.is_run(run_dir), progress=False)
         est = None
         if eval_seq:
-            est = adjusted_loss(ck.load(run_dir), config.noise, eval_seq, d=config.model.d, n=config.n).to_dict()
+            est = adjusted_loss(Run(run_dir).load()[0], config.noise, eval_seq, d=config.model.d, n=config.n).to_dict()
     except Exception as err:  # noqa: BLE001  (reported with the run; the sweep goes on)
         return {"status": "failed", "error": f"{type(err).__name__}: {err}", "seconds": time.perf_counter() - t0}
     return {"status": "done", "adjusted_loss": est, "seconds": time.perf_counter() - t0}
@@ -427,7 +429,7 @@ class Progress:
         started = False
         for s in list(self.watch):
             try:
-                touched = (s.run_dir / ck.METRICS_FILE).stat().st_mtime >= self.wall0 - 1
+                touched = Run(s.run_dir).metrics_path.stat().st_mtime >= self.wall0 - 1
             except OSError:
                 touched = False
             if touched:
@@ -587,7 +589,7 @@ def sweep(
     previous = summary.get("runs", {}) if summary.get("eval_seq") == eval_seq else {}
     for s in states:
         old = previous.get(s.spec.name, {})
-        if s.status == "queued" and is_complete(s.run_dir) and old.get("status") == "done" and \
+        if s.status == "queued" and Run(s.run_dir).is_complete() and old.get("status") == "done" and \
                 (old.get("adjusted_loss") or not eval_seq):
             s.status, s.step, s.adjusted, s.seconds = "done", s.steps, old.get("adjusted_loss"), old.get("seconds")
     root.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from typing import Callable
 from interp import checkpoints as ck
 from interp.evaluate import TABLE1_COLUMNS, evaluate, paper_table, paper_value
 from interp.tasks import as_prior
-from interp.train import is_complete, load_run_config
+from interp.run import Run
 
 ARCH_NAMES = {"gdpp": "GD++", "diag": "DIAG", "full": "FULL"}
 BASE_NAMES = {"constrr": "ConstRR", "adarr": "AdaRR", "tunedrr": "TunedRR", "bayes": "Bayes floor"}
@@ -37,16 +37,16 @@ def discover(roots: list[Path], log: Callable[[str], None] = _log) -> list[dict]
     for root in map(Path, roots):
         if not root.is_dir():
             continue
-        for run in sorted(p for p in root.iterdir() if (p / ck.CONFIG_FILE).exists()):
+        for run in Run.find(root):
             try:
-                cfg = load_run_config(run)
-                done = is_complete(run)
+                cfg = run.config()
+                done = run.is_complete()
             except ValueError as err:  # CheckpointError is a ValueError
                 log(f"skipping {run}: {err}")
                 continue
             if cfg.model.d != 10 or cfg.n != 20 or cfg.model.n_heads != 1 or cfg.init is not None:
                 continue  # not a Table 1 configuration
-            ckpts = ck.list_checkpoints(run)
+            ckpts = run.checkpoints()
             runs.append(dict(run=str(run), arch=cfg.model.param, layers=cfg.model.n_layers,
                              noise=as_prior(cfg.noise).spec, seed=cfg.seed, complete=done,
                              step=ckpts[-1][0] if ckpts else 0,
@@ -92,7 +92,7 @@ def evaluate_runs(runs: list[dict], n_seq: int, eval_seed: int, cache: dict, cac
         key = f"model|{_where(r['run'])}|{r['step']}|{r['stamp']}|{n_seq}|{eval_seed}"
         if "worst" not in cache.get(key, {}):
             t0 = time.perf_counter()
-            est = evaluate({"m": ck.load(r["run"])}, r["noise"], n_seq, seed=eval_seed)["m"]
+            est = evaluate({"m": Run(r["run"]).load()[0]}, r["noise"], n_seq, seed=eval_seed)["m"]
             cache[key] = est.to_dict()
             log(f"{r['run']}: {est.mean:.4g} ± {est.stderr:.2g}  [{time.perf_counter() - t0:.1f}s]")
             save_cache(cache_path, cache)

@@ -17,6 +17,7 @@ import torch
 from interp.checkpoints import load
 from interp.evaluate import adjusted_loss
 from interp.probes import Context, fit_layer_maps, implicit_model, implied_lambda
+from interp.run import Run
 from interp.tasks import sample_tasks
 from interp.train import is_complete, load_run_config
 
@@ -33,7 +34,7 @@ TOLERANCES = {  # absolute, except "rel" entries
 
 
 def zoo_runs() -> list[str]:
-    return sorted(p.name for p in ZOO.iterdir() if (p / "config.json").exists() and is_complete(p))
+    return sorted(p.name for p in ZOO.iterdir() if Run.is_run(p) and is_complete(p))
 
 
 def golden_values(name: str) -> dict:

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from interp import checkpoints as ck
+from interp.run import Run
 from interp.sweep import (
     RAY_MISSING, SWEEP_FILE, RunSpec, SweepError, config_from_options, expand, load_grid_file, run_name, run_task,
     sweep,
@@ -36,21 +37,21 @@ def dying_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = 0) -> 
             tr = sys.modules["interp.train"]  # (the attribute interp.train is the function)
             save = tr._save_resume
 
-            def save_then_die(where, model, opt, gen, step, window):
-                save(where, model, opt, gen, step, window)
+            def save_then_die(run, cfg, model, opt, gen, step, window):
+                save(run, cfg, model, opt, gen, step, window)
                 if step >= KILL_AT:
                     os.kill(os.getpid(), signal.SIGKILL)
 
             marker.write_text("killed")
             tr._save_resume = save_then_die
         else:
-            marker.write_text(str(ck.read_tensors(Path(run_dir) / ck.RESUME_FILE)[1]["step"]))
+            marker.write_text(str(ck.read_tensors(Run(run_dir).resume_path)[1]["step"]))
     return run_task(run_dir, cfg, threads, eval_seq)
 
 
 def specs() -> list[RunSpec]:
     out = []
-    for seed, layers, lr in ((0, 1, None), (1, 1, None), (2, 2, 1e5)):  # the last diverges (lr 1e5, no clip)
+    for seed, layers, lr in ((0, 1, None), (1, 1, None), (2, 2, 1e3)):  # the last diverges (lr 1e3, no clip)
         opts = dict(arch="diag", layers=layers, noise="uniform:5", seed=seed, **TINY)
         if lr:
             opts.update(lr=lr, clip=0, schedule="constant")
@@ -89,7 +90,7 @@ def test_expand_names_order_and_overrides():
     (only,) = expand({"noise": "categorical:1,3", "clip": 0})
     assert only.name == "full4_cat13_s0" and only.cfg.clip is None and only.cfg.noise == "categorical:1,3"
     (bad,) = expand({"d": 0})
-    assert bad.cfg is None and "d must be >= 1" in bad.error  # a bad setting fails that run, not the sweep
+    assert bad.cfg is None and "d must be in [1, 4096], got 0" in bad.error  # a bad setting fails that run, not the sweep
     with pytest.raises(SweepError, match="seed cannot be set per run"):
         expand({"seed": [0, 1]}, overrides=[{"where": {"seed": 0}, "seed": 3}])
     with pytest.raises(SweepError, match="unknown run option 'learning_rate'"):

@@ -52,7 +52,7 @@ def _non_negative(text: str) -> int:
 
 def cmd_sweep(args) -> int:
     from interp.sweep import EVAL_SEQ, OPTIONS, SWEEP_FILE, end_table, expand, load_grid_file, plan, sweep
-    from interp.train import is_complete
+    from interp.run import Run
 
     options, overrides = load_grid_file(args.grid) if args.grid else ({}, [])
     options.update({k: v for k, v in vars(args).items() if k in OPTIONS})
@@ -63,7 +63,7 @@ def cmd_sweep(args) -> int:
     if args.dry_run:
         states = plan(expand(options, overrides), args.root)
         for s in states:
-            what = s.error or ("done" if is_complete(s.run_dir) else f"resume at step {s.step}" if s.step
+            what = s.error or ("done" if Run(s.run_dir).is_complete() else f"resume at step {s.step}" if s.step
                                else "start")
             print(f"{s.run_dir}: {what}")
         print(f"{len(states)} runs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from interp.cli import ArgError, noise_spec, positive_int
+from interp.cli import ArgError, check_output, noise_spec, positive_int
 
 
 def add(sub) -> None:
@@ -41,6 +41,9 @@ def cmd_table(args) -> int:
     for root in args.roots:
         if not Path(root).is_dir():
             raise ArgError(f"ROOT: {root} is not a directory")
+    for flag in ("--out", "--json", "--cache"):  # before any evaluation
+        if getattr(args, flag[2:]):
+            check_output(getattr(args, flag[2:]), flag)
     text, data = table1(args.roots, args.arch, args.layers, args.noise, args.seeds, args.n_seq, args.baseline_seq,
                         args.eval_seed, args.cache, args.baselines_only)
     if args.out:
