@@ -14,6 +14,7 @@ from interp.probes import (
 from interp.run import Run, RunLocked
 from interp.tasks import NoisePrior, TaskBatch, sample_tasks
 from interp.train import train
+from interp.sweep import sweep
 from interp.tuning import baselines as tuned_baselines
 from interp.tuning import tuned
 
@@ -58,5 +59,6 @@ __all__ = [
     "sigma_profile",
     "train",
     "tuned",
+    "sweep",
     "tuned_baselines",
 ]

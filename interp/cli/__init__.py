@@ -120,7 +120,7 @@ def note_training(paths, prog: str) -> None:
             print(f"{prog}: note: {note}; reading what is on disk now", file=sys.stderr)
 
 
-COMMANDS = ["train", "eval", "probe", "drift", "report"]  # each: interp/cli/{name}.py with add(subparsers)
+COMMANDS = ["train", "sweep", "table", "eval", "probe", "drift", "report"]  # each: interp/cli/{name}.py with add(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -16,43 +17,56 @@ def add(sub) -> None:
         "a metrics log, a geometric trajectory of checkpoints and a resume state to --out (README, 'Run directory'). "
         "One process writes a run at a time; --resume continues it, and any option given with --resume must "
         "match the run."))
-    p.add_argument("--arch", choices=["full", "diag", "gdpp"], default="full", help="parameterization (default full)")
-    p.add_argument("--layers", type=positive_int("--layers", MAX_LAYERS), default=4,
-                   help="number of layers L (default 4)")
-    p.add_argument("--heads", type=positive_int("--heads", MAX_HEADS), default=1,
-                   help="heads per layer (default 1, as the paper)")
-    p.add_argument("--d", type=positive_int("--d", MAX_D), default=10, help="input dimension d (default 10)")
-    p.add_argument("--n", type=positive_int("--n", MAX_N), default=20, help="context length n (default 20)")
-    p.add_argument("--noise", type=noise_spec, default="uniform:5",
-                   help="noise prior: fixed:σ, uniform:σ_max or categorical:1,3[;p1,p2] (default uniform:5)")
-    p.add_argument("--seed", type=int, default=0, help="seed of init and data (default 0)")
     p.add_argument("--out", help="run directory to create")
     p.add_argument("--resume", type=existing_path, metavar="RUN_DIR", help="continue this run from its last saved state")
-    p.add_argument("--preset", choices=["fast", "paper"], default="fast",
-                   help="fast: one-cycle schedule tuned here (default); paper: Adam 1e-4, 200 000 steps")
-    p.add_argument("--steps", type=positive_int("--steps", MAX_STEPS), help="training steps (default from --preset)")
-    p.add_argument("--batch", type=positive_int("--batch", MAX_BATCH_ELEMENTS), default=2048,
-                   help="sequences per step (default 2048)")
-    p.add_argument("--lr", type=positive_float("--lr"), help="(peak) learning rate (default from --preset)")
-    p.add_argument("--schedule", choices=["onecycle", "constant"], help="lr schedule (default from --preset)")
-    p.add_argument("--clip", type=positive_float("--clip", allow_zero=True), default=1.0,
-                   help="gradient-norm clip, 0 for none (default 1.0)")
-    p.add_argument("--guard", choices=["robust", "none"], default="robust",
-                   help="robust (default): a sequence whose prediction blows up is left out of its batch when its loss "
-                        "overflows, and log-compressed above 100·d; none: plain ½·MSE, stop on overflow")
-    p.add_argument("--checkpoints", type=positive_int("--checkpoints"), default=30,
-                   help="checkpoints on a geometric schedule from step 0 to the end (default 30)")
-    p.add_argument("--save-every", type=positive_int("--save-every", MAX_STEPS), default=500,
-                   help="steps between saves of the resume state (default 500)")
-    p.add_argument("--init", type=existing_path, metavar="CKPT", help="start from this checkpoint or run directory")
-    p.add_argument("--init-noise", type=positive_float("--init-noise", allow_zero=True), default=0.0,
-                   help="std of a Gaussian perturbation added to --init weights (default 0)")
-    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    p.add_argument("--device", type=device, default="cpu", help="torch device (default cpu; cuda on a GPU machine)")
-    p.add_argument("--threads", type=positive_int("--threads", 1024), default=1,
-                   help="torch CPU threads (default 1: one thread per concurrent run measured fastest here)")
+    add_run_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
+
+
+def add_run_options(p, many: bool = False) -> None:
+    """The settings of one run; with `many` (interp sweep) each takes a list of values, --seed is also --seeds,
+    and an option not given is absent from the namespace (so a grid file can supply it)."""
+    def opt(*names, **kw):
+        if many:
+            if names[0] == "--seed":
+                names, kw["dest"] = ("--seeds", "--seed"), "seed"
+            if names[0] != "--threads":
+                kw["nargs"] = "+"
+                kw["default"] = argparse.SUPPRESS
+        p.add_argument(*names, **kw)
+
+    opt("--arch", choices=["full", "diag", "gdpp"], default="full", help="parameterization (default full)")
+    opt("--layers", type=positive_int("--layers", MAX_LAYERS), default=4, help="number of layers L (default 4)")
+    opt("--heads", type=positive_int("--heads", MAX_HEADS), default=1, help="heads per layer (default 1, as the paper)")
+    opt("--d", type=positive_int("--d", MAX_D), default=10, help="input dimension d (default 10)")
+    opt("--n", type=positive_int("--n", MAX_N), default=20, help="context length n (default 20)")
+    opt("--noise", type=noise_spec, default="uniform:5",
+        help="noise prior: fixed:σ, uniform:σ_max or categorical:1,3[;p1,p2] (default uniform:5)")
+    opt("--seed", type=int, default=0, help="seed of init and data (default 0)")
+    opt("--preset", choices=["fast", "paper"], default="fast",
+        help="fast: one-cycle schedule tuned here (default); paper: Adam 1e-4, 200 000 steps")
+    opt("--steps", type=positive_int("--steps", MAX_STEPS), help="training steps (default from --preset)")
+    opt("--batch", type=positive_int("--batch", MAX_BATCH_ELEMENTS), default=2048,
+        help="sequences per step (default 2048)")
+    opt("--lr", type=positive_float("--lr"), help="(peak) learning rate (default from --preset)")
+    opt("--schedule", choices=["onecycle", "constant"], help="lr schedule (default from --preset)")
+    opt("--clip", type=positive_float("--clip", allow_zero=True), default=1.0,
+        help="gradient-norm clip, 0 for none (default 1.0)")
+    opt("--guard", choices=["robust", "none"], default="robust",
+        help="robust (default): a sequence whose prediction blows up is left out of its batch when its loss "
+             "overflows, and log-compressed above 100·d; none: plain ½·MSE, stop on overflow")
+    opt("--checkpoints", type=positive_int("--checkpoints"), default=30,
+        help="checkpoints on a geometric schedule from step 0 to the end (default 30)")
+    opt("--save-every", type=positive_int("--save-every", MAX_STEPS), default=500,
+        help="steps between saves of the resume state (default 500)")
+    opt("--init", type=existing_path, metavar="CKPT", help="start from this checkpoint or run directory")
+    opt("--init-noise", type=positive_float("--init-noise", allow_zero=True), default=0.0,
+        help="std of a Gaussian perturbation added to --init weights (default 0)")
+    opt("--dtype", choices=["float32", "float64"], default="float32")
+    opt("--device", type=device, default="cpu", help="torch device (default cpu; cuda on a GPU machine)")
+    opt("--threads", type=positive_int("--threads", 1024), default=1,
+        help="torch CPU threads (default 1: one thread per concurrent run measured fastest here)")
 
 
 # Options that define a run: with --resume, each one given must match the run (its resolved config).
@@ -69,8 +83,8 @@ RUN_OPTIONS = {
 def cmd_train(args) -> int:
     import torch
 
-    from interp.config import ModelConfig, TrainConfig
     from interp.run import Run
+    from interp.sweep import OPTIONS, config_from_options
     from interp.train import TrainingDiverged, resolve, train
 
     torch.set_num_threads(args.threads)
@@ -97,11 +111,7 @@ def cmd_train(args) -> int:
                 raise ArgError(f"--d: {args.d} does not match --init {args.init} (d={src.cfg.d})")
             if src.cfg.n_layers != args.layers:
                 raise ArgError(f"--layers: {args.layers} does not match --init {args.init} ({src.cfg.n_layers} layers)")
-        model = ModelConfig(d=args.d, n_layers=args.layers, n_heads=args.heads, param=args.arch, dtype=args.dtype)
-        cfg = TrainConfig(model=model, noise=args.noise, n=args.n, seed=args.seed, preset=args.preset,
-                          steps=args.steps, batch=args.batch, lr=args.lr, schedule=args.schedule,
-                          clip=args.clip or None, guard=args.guard, n_checkpoints=args.checkpoints, resume_every=args.save_every, init=args.init,
-                          init_noise=args.init_noise, device=args.device)
+        cfg = config_from_options({k: v for k, v in vars(args).items() if k in OPTIONS})
     try:
         result = train(cfg, run_dir, resume=bool(args.resume), progress=not args.no_progress)
     except TrainingDiverged as err:
