@@ -1,13 +1,14 @@
-"""Drift study (issue 5): do FULL 4-layer matrices move toward the DIAG structure during training?
+"""Drift study (issues 5, 12): do FULL L-layer matrices move toward the DIAG structure during training?
 
-Runs `interp.probes.drift` over every complete 4-layer FULL run it finds (experiments/zoo/full4_*,
-experiments/zoo/drift/full4_*), caches each trajectory's metrics in experiments/results/drift/<run>.json
-(recomputed when the run's last step or the settings change), compares the final FULL models with the
-DIAG references (experiments/zoo/diag4_*) in distribution and per σ (FULL, its DIAG projection, DIAG),
-and writes experiments/results/drift.json plus markdown tables on stdout. Re-runnable: incomplete
-runs are listed and skipped.
+Runs `interp.probes.drift` over every complete L-layer FULL run it finds (experiments/zoo/full<L>_*,
+experiments/zoo/drift/full<L>_*; L = --layers, default 4), caches each trajectory's metrics in
+experiments/results/drift/<run>.json (recomputed when the run's last step or the settings change), compares
+the final FULL models with the DIAG references (experiments/zoo/diag<L>_*) in distribution and per σ (FULL, its
+DIAG projection, DIAG), and writes experiments/results/drift.json (drift<L>.json for L ≠ 4) plus markdown
+tables on stdout. Re-runnable: incomplete runs are listed and skipped.
 
-    OMP_NUM_THREADS=1 python experiments/drift_study.py            # ~80 s per new run, one thread
+    OMP_NUM_THREADS=1 python experiments/drift_study.py              # 4 layers, ~80 s per new run, one thread
+    OMP_NUM_THREADS=1 python experiments/drift_study.py --layers 7   # 7 layers, ~4 min per new run
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ PRIORS = {"uniform:5": "uniform5", "categorical:1,3": "cat13"}
 MILESTONES = [0, 100, 300, 1000, 2000, 4000, 8000]  # steps reported in the tables (nearest checkpoint at or below)
 
 
-def discover() -> tuple[list[Path], list[Path]]:
-    """(complete, incomplete) 4-layer FULL run directories."""
-    found = sorted(ZOO.glob("full4_*")) + sorted((ZOO / "drift").glob("full4_*"))
+def discover(layers: int = 4) -> tuple[list[Path], list[Path]]:
+    """(complete, incomplete) `layers`-layer FULL run directories."""
+    found = sorted(ZOO.glob(f"full{layers}_*")) + sorted((ZOO / "drift").glob(f"full{layers}_*"))
     found = [p for p in found if Run.is_run(p)]
     done = [p for p in found if is_complete(p)]
     return done, [p for p in found if p not in done]
@@ -166,6 +167,10 @@ def fmt(x, spec=".3g") -> str:
 
 def print_tables(study: dict) -> None:
     runs = study["runs"]
+    L = study["layers"]
+    last = max(doc["checkpoints"][-1]["step"] for doc in runs.values())
+    milestones = MILESTONES + ([last] if last > MILESTONES[-1] else [])
+    ls = f"l1..l{L}"
     print("\n## Final checkpoints, per layer\n")
     print("| run | layer | off-DIAG share | DIAG R² | equiv R² | x-dev P | x-dev Q | rem. eff. rank | rem. top-1 share | "
           "top block | write share | Δloss, layer → DIAG |")
@@ -180,7 +185,7 @@ def print_tables(study: dict) -> None:
                   f"{fmt(r['remainder_effective_rank'][l], '.1f')} | {fmt(r['remainder_top1_share'][l], '.2f')} | "
                   f"{top} {blocks[top]:.2f} | {fmt(r['write_share'][l], '.2f')} | {fmt(r['gap_per_layer'][l], '+.3f')} |")
     print("\n## Register: layer-l write direction against later layers' read directions (|cos|), final checkpoints\n")
-    print("| run | write share l1..l4 | strongest writer → reader, abs(cos) |")
+    print(f"| run | write share {ls} | strongest writer → reader, abs(cos) |")
     print("|---|---|---|")
     for name, doc in runs.items():
         r = doc["checkpoints"][-1]
@@ -190,19 +195,21 @@ def print_tables(study: dict) -> None:
                 else "none (every write share < 0.05)")
         print(f"| {name} | {' '.join(fmt(x, '.2f') for x in r['write_share'])} | {link} |")
     print("\n## Off-DIAG share per layer along training (nearest checkpoint at or below the step)\n")
-    print("| run | " + " | ".join(f"step {s}" for s in MILESTONES) + " | first step < 0.1 for good, l1..l4 | "
-          "layer-3 write share > 0.2 for good from |")
-    print("|---|" + "---|" * (len(MILESTONES) + 2))
+    print("| run | " + " | ".join(f"step {s}" for s in milestones) + f" | first step < 0.1 for good, {ls} | "
+          "final strongest writer: its write share > 0.2 for good from |")
+    print("|---|" + "---|" * (len(milestones) + 2))
     for name, doc in runs.items():
-        cells = [" / ".join(fmt(x, ".2f") for x in at_step(doc, s)["share_outside"]) for s in MILESTONES]
+        cells = [" / ".join(fmt(x, ".2f") for x in at_step(doc, s)["share_outside"]) for s in milestones]
         below = " / ".join(fmt(first_below(doc, l), "d") for l in range(doc["n_layers"]))
-        reg = fmt(first_below(doc, 2, "write_share", 0.2, above=True), "d") if doc["n_layers"] > 2 else "–"
+        ws = doc["checkpoints"][-1]["write_share"]
+        w = max(range(doc["n_layers"]), key=lambda l: ws[l])
+        reg = f"layer {w + 1}: {fmt(first_below(doc, w, 'write_share', 0.2, above=True), 'd')}" if ws[w] > 0.2 else "–"
         print(f"| {name} | " + " | ".join(cells) + f" | {below} | {reg} |")
     print("\n## Adjusted loss and functional gap along training\n")
-    print("| run | " + " | ".join(f"step {s}" for s in MILESTONES) + " |")
-    print("|---|" + "---|" * len(MILESTONES))
+    print("| run | " + " | ".join(f"step {s}" for s in milestones) + " |")
+    print("|---|" + "---|" * len(milestones))
     for name, doc in runs.items():
-        cells = [f"{at_step(doc, s)['loss']:.3f} / {at_step(doc, s)['loss_diag_projection']:.3f}" for s in MILESTONES]
+        cells = [f"{at_step(doc, s)['loss']:.3f} / {at_step(doc, s)['loss_diag_projection']:.3f}" for s in milestones]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("\n## Final adjusted loss (in distribution), shared sequences\n")
     print("| run | FULL | FULL's DIAG projection | FULL without the register write | DIAG reference | FULL − DIAG |")
@@ -232,16 +239,21 @@ def main() -> None:
     ap.add_argument("--fit-seq", type=int, default=2_048)
     ap.add_argument("--final-seq", type=int, default=100_000, help="sequences for the final in-distribution losses")
     ap.add_argument("--profile-seq", type=int, default=10_000, help="sequences per σ of the profiles")
+    ap.add_argument("--layers", type=int, default=4, help="depth of the runs to study: zoo/full<L>_*, DIAG refs diag<L>_*")
     args = ap.parse_args()
+    if args.layers < 1:
+        ap.error(f"--layers must be a positive integer, got {args.layers}")
     torch.set_num_threads(1)
-    done, pending = discover()
+    done, pending = discover(args.layers)
+    if not done:
+        ap.error(f"no complete {args.layers}-layer FULL run under {ZOO} (full{args.layers}_*, drift/full{args.layers}_*)")
     for p in pending:
         print(f"[drift] skipping incomplete run {p}")
-    study = {"settings": settings(args) | {"final_seq": args.final_seq, "profile_seq": args.profile_seq},
+    study = {"layers": args.layers, "settings": settings(args) | {"final_seq": args.final_seq, "profile_seq": args.profile_seq},
              "pending": [str(p.relative_to(ROOT.parent)) for p in pending], "runs": {}, "final_losses": {}, "profiles": {}}
     for run in done:
         study["runs"][run_name(run)] = trajectory_metrics(run, args)
-    refs = {prior: ZOO / f"diag4_{slug}" for prior, slug in PRIORS.items()}
+    refs = {prior: ZOO / f"diag{args.layers}_{slug}" for prior, slug in PRIORS.items()}
     refs = {prior: load(p) for prior, p in refs.items() if p.exists() and is_complete(p)}
     for run in done:
         cfg = load_run_config(run)
@@ -272,9 +284,10 @@ def main() -> None:
                                   "gap_per_layer")},
                               "final": doc["checkpoints"][-1]}
                        for name, doc in study["runs"].items()}
-    (OUT / "drift.json").write_text(json.dumps(jsonable(compact), indent=1, allow_nan=False) + "\n")
+    out = OUT / ("drift.json" if args.layers == 4 else f"drift{args.layers}.json")
+    out.write_text(json.dumps(jsonable(compact), indent=1, allow_nan=False) + "\n")
     print_tables(study)
-    print(f"\nwrote {OUT / 'drift.json'}")
+    print(f"\nwrote {out}")
 
 
 if __name__ == "__main__":
