@@ -24,7 +24,7 @@ import torch
 from interp.checkpoints import load, load_trajectory
 from interp.evaluate import sigma_profile
 from interp.model import LinearTransformer
-from interp.probes.drift import DriftData, drift_trajectory, paired_losses
+from interp.probes.drift import DriftData, drift_trajectory, paired_losses, register_directions
 from interp.probes.forms import diag_projection
 from interp.probes.summary import jsonable
 from interp.run import Run
@@ -102,7 +102,8 @@ def first_below(doc: dict, layer: int, key: str = "share_outside", level: float 
 def final_losses(full: LinearTransformer, diag_ref: LinearTransformer | None, noise: str, n: int, n_seq: int) -> dict:
     """Adjusted loss of the final FULL model, its DIAG projection and the DIAG reference, on shared sequences."""
     proj = LinearTransformer.from_omegas(diag_projection(full.P.detach(), full.Q.detach()).omega, full.cfg.d)
-    preds = {"full": full, "full_diag_projection": proj, "full_no_register": without_register(full)}
+    preds = {"full": full, "full_diag_projection": proj, "full_no_register": without_register(full),
+             "full_no_writes": without_register(full, every_layer=True)}
     if diag_ref is not None:
         preds["diag"] = diag_ref
     data = DriftData(noise, d=full.cfg.d, n=n, eval_seq=n_seq, fit_seq=1)
@@ -114,24 +115,24 @@ def final_losses(full: LinearTransformer, diag_ref: LinearTransformer | None, no
     return out
 
 
-def without_register(model: LinearTransformer) -> LinearTransformer:
-    """The FULL model with the y → x column P_k[:d, d] of its strongest writer layer zeroed (the register's write)."""
-    from interp.probes.drift import register_directions
-
+def without_register(model: LinearTransformer, every_layer: bool = False) -> LinearTransformer:
+    """The FULL model with the y → x column P_k[:d, d] of its strongest writer layer zeroed (the register's write);
+    of every layer with `every_layer` (deeper models spread the write over several layers)."""
     P, Q = model.P.detach().double().clone(), model.Q.detach().double()
-    l = int(register_directions(P, Q)["write_share"].argmax())
+    l = slice(None) if every_layer else int(register_directions(P, Q)["write_share"].argmax())
     P[l, :, :-1, -1] = 0
     return LinearTransformer.from_matrices(P, Q)
 
 
-def register_effect(model: LinearTransformer, noise_sigmas: list[float], n: int, n_seq: int = 5_000) -> dict:
+def register_effect(model: LinearTransformer, noise_sigmas: list[float], n: int, n_seq: int = 5_000,
+                    every_layer: bool = False) -> dict:
     """Per fixed σ: slope of the register's contribution Δŷ = ŷ − ŷ_no_register on ŷ_no_register (a rescaling of the
     prediction when R² is high), the slope the oracle would need ((ŷ_oracle − ŷ_no_register) on ŷ_no_register), and
-    the adjusted loss with and without the register."""
+    the adjusted loss with and without the register (every layer's write removed with `every_layer`)."""
     from interp.baselines import oracle_predict
     from interp.tasks import sample_tasks
 
-    full, bare = _f64(model), without_register(model)
+    full, bare = _f64(model), without_register(model, every_layer)
     out = {"sigma": noise_sigmas, "slope": [], "r2": [], "oracle_slope": [], "loss": [], "loss_no_register": []}
     for s in noise_sigmas:
         b = sample_tasks(n_seq, model.cfg.d, n, "fixed:0", torch.Generator().manual_seed(1),
@@ -193,6 +194,12 @@ def print_tables(study: dict) -> None:
         dst = max(range(doc["n_layers"]), key=lambda m: r["register_cos"][src][m])
         link = (f"{src + 1} → {dst + 1}: {fmt(r['register_cos'][src][dst], '.3f')}" if r["write_share"][src] >= 0.05
                 else "none (every write share < 0.05)")
+        writers = [l for l in range(doc["n_layers"]) if r["write_share"][l] >= 0.05]
+        if len(writers) > 1:  # several writers: do they write along one direction?
+            m = load(ROOT.parent / doc["run_dir"])
+            w = register_directions(m.P.detach().double(), m.Q.detach().double())["write"]
+            link += "; writers' abs(cos): " + ", ".join(f"{a + 1}–{b + 1} {abs(float(w[a] @ w[b])):.2f}"
+                                                        for i, a in enumerate(writers) for b in writers[i + 1:])
         print(f"| {name} | {' '.join(fmt(x, '.2f') for x in r['write_share'])} | {link} |")
     print("\n## Off-DIAG share per layer along training (nearest checkpoint at or below the step)\n")
     print("| run | " + " | ".join(f"step {s}" for s in milestones) + f" | first step < 0.1 for good, {ls} | "
@@ -212,14 +219,17 @@ def print_tables(study: dict) -> None:
         cells = [f"{at_step(doc, s)['loss']:.3f} / {at_step(doc, s)['loss_diag_projection']:.3f}" for s in milestones]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("\n## Final adjusted loss (in distribution), shared sequences\n")
-    print("| run | FULL | FULL's DIAG projection | FULL without the register write | DIAG reference | FULL − DIAG |")
-    print("|---|---|---|---|---|---|")
+    print("| run | FULL | FULL's DIAG projection | FULL without the register write | FULL without any y → x write | "
+          "DIAG reference | FULL − DIAG |")
+    print("|---|---|---|---|---|---|---|")
     for name, fl in study["final_losses"].items():
         d = fl.get("diag", {})
         fd = fl.get("full_minus_diag", {})
         print(f"| {name} | {fl['full']['mean']:.4f} ± {fl['full']['stderr']:.4f} | {fl['full_diag_projection']['mean']:.4f} | {fl['full_no_register']['mean']:.4f} | "
+              f"{fl['full_no_writes']['mean']:.4f} | "
               f"{fmt(d.get('mean'), '.4f')} | {fmt(fd.get('mean'), '+.4f')} ± {fmt(fd.get('stderr'), '.4f')} |")
-    print("\n## The register's effect per σ: slope of Δŷ = ŷ − ŷ_no_register on ŷ_no_register (R²), the oracle's slope\n")
+    print("\n## The register's effect per σ: slope of Δŷ = ŷ − ŷ_no_register on ŷ_no_register (R²), the oracle's slope")
+    print(f"(no_register: {study['register_effect_removes']} zeroed)\n")
     print("| run | " + " | ".join(f"σ={s:g}" for s in next(iter(study["register_effect"].values()))["sigma"]) + " |")
     print("|---|" + "---|" * len(next(iter(study["register_effect"].values()))["sigma"]))
     for name, e in study["register_effect"].items():
@@ -258,8 +268,10 @@ def main() -> None:
     for run in done:
         cfg = load_run_config(run)
         study["final_losses"][run_name(run)] = final_losses(load(run), refs.get(cfg.noise), cfg.noise, cfg.n, args.final_seq)
-    study["register_effect"] = {run_name(r): register_effect(load(r), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], load_run_config(r).n)
-                                for r in done}
+    every = args.layers > 4  # deeper models write from several layers (drift.md, "At 7 layers")
+    study["register_effect_removes"] = "every layer's y → x column" if every else "the strongest writer's y → x column"
+    study["register_effect"] = {run_name(r): register_effect(load(r), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], load_run_config(r).n,
+                                                             every_layer=every) for r in done}
     for prior, slug in PRIORS.items():
         runs = [r for r in done if load_run_config(r).noise == prior and not load_run_config(r).init]
         if not runs:
