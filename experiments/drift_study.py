@@ -250,6 +250,8 @@ def main() -> None:
     ap.add_argument("--final-seq", type=int, default=100_000, help="sequences for the final in-distribution losses")
     ap.add_argument("--profile-seq", type=int, default=10_000, help="sequences per σ of the profiles")
     ap.add_argument("--layers", type=int, default=4, help="depth of the runs to study: zoo/full<L>_*, DIAG refs diag<L>_*")
+    ap.add_argument("--cache-only", nargs="+", metavar="RUN", default=None,
+                    help="only fill the per-run caches of these run names (e.g. to spread runs over processes), then exit")
     args = ap.parse_args()
     if args.layers < 1:
         ap.error(f"--layers must be a positive integer, got {args.layers}")
@@ -259,6 +261,14 @@ def main() -> None:
         ap.error(f"no complete {args.layers}-layer FULL run under {ZOO} (full{args.layers}_*, drift/full{args.layers}_*)")
     for p in pending:
         print(f"[drift] skipping incomplete run {p}")
+    if args.cache_only is not None:
+        unknown = set(args.cache_only) - {run_name(r) for r in done}
+        if unknown:
+            ap.error(f"--cache-only: no complete {args.layers}-layer FULL run named {', '.join(sorted(unknown))}")
+        for run in done:
+            if run_name(run) in args.cache_only:
+                trajectory_metrics(run, args)
+        return
     study = {"layers": args.layers, "settings": settings(args) | {"final_seq": args.final_seq, "profile_seq": args.profile_seq},
              "pending": [str(p.relative_to(ROOT.parent)) for p in pending], "runs": {}, "final_losses": {}, "profiles": {}}
     for run in done:
