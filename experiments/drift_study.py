@@ -24,7 +24,7 @@ import torch
 from interp.checkpoints import load, load_trajectory
 from interp.evaluate import sigma_profile
 from interp.model import LinearTransformer
-from interp.probes.drift import DriftData, drift_trajectory, paired_losses, register_directions
+from interp.probes.drift import DriftData, drift_record, drift_trajectory, paired_losses, register_directions
 from interp.probes.forms import diag_projection
 from interp.probes.summary import jsonable
 from interp.run import Run
@@ -51,7 +51,18 @@ def run_name(run: Path) -> str:
 
 
 def settings(args) -> dict:
-    return {"eval_seq": args.eval_seq, "fit_seq": args.fit_seq}
+    out = {"eval_seq": args.eval_seq, "fit_seq": args.fit_seq}
+    if args.max_checkpoints:  # only when thinned, so the 4-layer caches stay valid
+        out |= {"max_checkpoints": args.max_checkpoints, "per_layer_gap": "last checkpoint"}
+    return out
+
+
+def thinned(traj: list, n_max: int) -> list:
+    """Step 0 and at most n_max − 1 checkpoints from step 50 on, evenly spread over the (geometric) list, the last
+    one included; the first checkpoints (steps 1–50) barely differ from the init."""
+    late = [c for c in traj if c[0] >= 50]
+    keep = [late[round(i * (len(late) - 1) / (n_max - 2))] for i in range(n_max - 1)] if len(late) > n_max - 1 else late
+    return [c for c in traj if c[0] == 0][:1] + keep
 
 
 def trajectory_metrics(run: Path, args) -> dict:
@@ -65,9 +76,13 @@ def trajectory_metrics(run: Path, args) -> dict:
             return doc
     t0 = time.time()
     traj = load_trajectory(run)
+    if args.max_checkpoints:
+        traj = thinned(traj, args.max_checkpoints)
     data = DriftData(cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq)
     doc = {"run_dir": str(run.relative_to(ROOT.parent)), "init": cfg.init, "init_noise": cfg.init_noise, "seed": cfg.seed,
-           "settings": settings(args), **drift_trajectory(traj, data)}
+           "settings": settings(args), **drift_trajectory(traj, data, per_layer_gap=not args.max_checkpoints)}
+    if args.max_checkpoints:  # the per-layer gap (L + 3 models per checkpoint otherwise) at the last checkpoint only
+        doc["checkpoints"][-1] = drift_record(traj[-1][0], traj[-1][1], data, per_layer_gap=True)
     doc["seconds"] = round(time.time() - t0, 1)
     path.write_text(json.dumps(rounded(doc), allow_nan=False, separators=(",", ":")) + "\n")
     print(f"[drift] {run_name(run)}: {len(traj)} checkpoints in {doc['seconds']} s")
@@ -250,6 +265,9 @@ def main() -> None:
     ap.add_argument("--final-seq", type=int, default=100_000, help="sequences for the final in-distribution losses")
     ap.add_argument("--profile-seq", type=int, default=10_000, help="sequences per σ of the profiles")
     ap.add_argument("--layers", type=int, default=4, help="depth of the runs to study: zoo/full<L>_*, DIAG refs diag<L>_*")
+    ap.add_argument("--max-checkpoints", type=int, default=0,
+                    help="measure step 0 and at most N − 1 later checkpoints, the per-layer gap at the last one only "
+                         "(0: every checkpoint, gaps everywhere; cheaper for deep models)")
     ap.add_argument("--cache-only", nargs="+", metavar="RUN", default=None,
                     help="only fill the per-run caches of these run names (e.g. to spread runs over processes), then exit")
     args = ap.parse_args()
@@ -300,7 +318,7 @@ def main() -> None:
     compact["runs"] = {name: {"run_dir": doc["run_dir"], "init": doc["init"], "seed": doc["seed"], "noise": doc["noise"],
                               "cache": str((CACHE / f"{name}.json").relative_to(ROOT.parent)),
                               "steps": [r["step"] for r in doc["checkpoints"]],
-                              **{key: [r[key] for r in doc["checkpoints"]] for key in
+                              **{key: [r.get(key) for r in doc["checkpoints"]] for key in
                                  ("share_outside", "share_outside_read", "r2_diag", "r2_equivariant", "x_block_dev_P",
                                   "x_block_dev_Q", "write_share", "loss", "loss_diag_projection", "gap_diag_projection",
                                   "gap_per_layer")},
