@@ -1,13 +1,14 @@
-"""Drift study (issue 5): do FULL 4-layer matrices move toward the DIAG structure during training?
+"""Drift study (issues 5, 12): do FULL L-layer matrices move toward the DIAG structure during training?
 
-Runs `interp.probes.drift` over every complete 4-layer FULL run it finds (experiments/zoo/full4_*,
-experiments/zoo/drift/full4_*), caches each trajectory's metrics in experiments/results/drift/<run>.json
-(recomputed when the run's last step or the settings change), compares the final FULL models with the
-DIAG references (experiments/zoo/diag4_*) in distribution and per σ (FULL, its DIAG projection, DIAG),
-and writes experiments/results/drift.json plus markdown tables on stdout. Re-runnable: incomplete
-runs are listed and skipped.
+Runs `interp.probes.drift` over every complete L-layer FULL run it finds (experiments/zoo/full<L>_*,
+experiments/zoo/drift/full<L>_*; L = --layers, default 4), caches each trajectory's metrics in
+experiments/results/drift/<run>.json (recomputed when the run's last step or the settings change), compares
+the final FULL models with the DIAG references (experiments/zoo/diag<L>_*) in distribution and per σ (FULL, its
+DIAG projection, DIAG), and writes experiments/results/drift.json (drift<L>.json for L ≠ 4) plus markdown
+tables on stdout. Re-runnable: incomplete runs are listed and skipped.
 
-    OMP_NUM_THREADS=1 python experiments/drift_study.py            # ~80 s per new run, one thread
+    OMP_NUM_THREADS=1 python experiments/drift_study.py              # 4 layers, ~80 s per new run, one thread
+    OMP_NUM_THREADS=1 python experiments/drift_study.py --layers 7   # 7 layers, ~4 min per new run
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 from interp.checkpoints import load, load_trajectory
 from interp.evaluate import sigma_profile
 from interp.model import LinearTransformer
-from interp.probes.drift import DriftData, drift_trajectory, paired_losses
+from interp.probes.drift import DriftData, drift_record, drift_trajectory, paired_losses, register_directions
 from interp.probes.forms import diag_projection
 from interp.probes.summary import jsonable
 from interp.run import Run
@@ -37,9 +38,9 @@ PRIORS = {"uniform:5": "uniform5", "categorical:1,3": "cat13"}
 MILESTONES = [0, 100, 300, 1000, 2000, 4000, 8000]  # steps reported in the tables (nearest checkpoint at or below)
 
 
-def discover() -> tuple[list[Path], list[Path]]:
-    """(complete, incomplete) 4-layer FULL run directories."""
-    found = sorted(ZOO.glob("full4_*")) + sorted((ZOO / "drift").glob("full4_*"))
+def discover(layers: int = 4) -> tuple[list[Path], list[Path]]:
+    """(complete, incomplete) `layers`-layer FULL run directories."""
+    found = sorted(ZOO.glob(f"full{layers}_*")) + sorted((ZOO / "drift").glob(f"full{layers}_*"))
     found = [p for p in found if Run.is_run(p)]
     done = [p for p in found if is_complete(p)]
     return done, [p for p in found if p not in done]
@@ -50,7 +51,18 @@ def run_name(run: Path) -> str:
 
 
 def settings(args) -> dict:
-    return {"eval_seq": args.eval_seq, "fit_seq": args.fit_seq}
+    out = {"eval_seq": args.eval_seq, "fit_seq": args.fit_seq}
+    if args.max_checkpoints:  # only when thinned, so the 4-layer caches stay valid
+        out |= {"max_checkpoints": args.max_checkpoints, "per_layer_gap": "last checkpoint"}
+    return out
+
+
+def thinned(traj: list, n_max: int) -> list:
+    """Step 0 and at most n_max − 1 checkpoints from step 50 on, evenly spread over the (geometric) list, the last
+    one included; the first checkpoints (steps 1–50) barely differ from the init."""
+    late = [c for c in traj if c[0] >= 50]
+    keep = [late[round(i * (len(late) - 1) / (n_max - 2))] for i in range(n_max - 1)] if len(late) > n_max - 1 else late
+    return [c for c in traj if c[0] == 0][:1] + keep
 
 
 def trajectory_metrics(run: Path, args) -> dict:
@@ -64,9 +76,13 @@ def trajectory_metrics(run: Path, args) -> dict:
             return doc
     t0 = time.time()
     traj = load_trajectory(run)
+    if args.max_checkpoints:
+        traj = thinned(traj, args.max_checkpoints)
     data = DriftData(cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq)
     doc = {"run_dir": str(run.relative_to(ROOT.parent)), "init": cfg.init, "init_noise": cfg.init_noise, "seed": cfg.seed,
-           "settings": settings(args), **drift_trajectory(traj, data)}
+           "settings": settings(args), **drift_trajectory(traj, data, per_layer_gap=not args.max_checkpoints)}
+    if args.max_checkpoints:  # the per-layer gap (L + 3 models per checkpoint otherwise) at the last checkpoint only
+        doc["checkpoints"][-1] = drift_record(traj[-1][0], traj[-1][1], data, per_layer_gap=True)
     doc["seconds"] = round(time.time() - t0, 1)
     path.write_text(json.dumps(rounded(doc), allow_nan=False, separators=(",", ":")) + "\n")
     print(f"[drift] {run_name(run)}: {len(traj)} checkpoints in {doc['seconds']} s")
@@ -101,7 +117,8 @@ def first_below(doc: dict, layer: int, key: str = "share_outside", level: float 
 def final_losses(full: LinearTransformer, diag_ref: LinearTransformer | None, noise: str, n: int, n_seq: int) -> dict:
     """Adjusted loss of the final FULL model, its DIAG projection and the DIAG reference, on shared sequences."""
     proj = LinearTransformer.from_omegas(diag_projection(full.P.detach(), full.Q.detach()).omega, full.cfg.d)
-    preds = {"full": full, "full_diag_projection": proj, "full_no_register": without_register(full)}
+    preds = {"full": full, "full_diag_projection": proj, "full_no_register": without_register(full),
+             "full_no_writes": without_register(full, every_layer=True)}
     if diag_ref is not None:
         preds["diag"] = diag_ref
     data = DriftData(noise, d=full.cfg.d, n=n, eval_seq=n_seq, fit_seq=1)
@@ -113,24 +130,24 @@ def final_losses(full: LinearTransformer, diag_ref: LinearTransformer | None, no
     return out
 
 
-def without_register(model: LinearTransformer) -> LinearTransformer:
-    """The FULL model with the y → x column P_k[:d, d] of its strongest writer layer zeroed (the register's write)."""
-    from interp.probes.drift import register_directions
-
+def without_register(model: LinearTransformer, every_layer: bool = False) -> LinearTransformer:
+    """The FULL model with the y → x column P_k[:d, d] of its strongest writer layer zeroed (the register's write);
+    of every layer with `every_layer` (deeper models spread the write over several layers)."""
     P, Q = model.P.detach().double().clone(), model.Q.detach().double()
-    l = int(register_directions(P, Q)["write_share"].argmax())
+    l = slice(None) if every_layer else int(register_directions(P, Q)["write_share"].argmax())
     P[l, :, :-1, -1] = 0
     return LinearTransformer.from_matrices(P, Q)
 
 
-def register_effect(model: LinearTransformer, noise_sigmas: list[float], n: int, n_seq: int = 5_000) -> dict:
+def register_effect(model: LinearTransformer, noise_sigmas: list[float], n: int, n_seq: int = 5_000,
+                    every_layer: bool = False) -> dict:
     """Per fixed σ: slope of the register's contribution Δŷ = ŷ − ŷ_no_register on ŷ_no_register (a rescaling of the
     prediction when R² is high), the slope the oracle would need ((ŷ_oracle − ŷ_no_register) on ŷ_no_register), and
-    the adjusted loss with and without the register."""
+    the adjusted loss with and without the register (every layer's write removed with `every_layer`)."""
     from interp.baselines import oracle_predict
     from interp.tasks import sample_tasks
 
-    full, bare = _f64(model), without_register(model)
+    full, bare = _f64(model), without_register(model, every_layer)
     out = {"sigma": noise_sigmas, "slope": [], "r2": [], "oracle_slope": [], "loss": [], "loss_no_register": []}
     for s in noise_sigmas:
         b = sample_tasks(n_seq, model.cfg.d, n, "fixed:0", torch.Generator().manual_seed(1),
@@ -166,6 +183,10 @@ def fmt(x, spec=".3g") -> str:
 
 def print_tables(study: dict) -> None:
     runs = study["runs"]
+    L = study["layers"]
+    last = max(doc["checkpoints"][-1]["step"] for doc in runs.values())
+    milestones = MILESTONES + ([last] if last > MILESTONES[-1] else [])
+    ls = f"l1..l{L}"
     print("\n## Final checkpoints, per layer\n")
     print("| run | layer | off-DIAG share | DIAG R² | equiv R² | x-dev P | x-dev Q | rem. eff. rank | rem. top-1 share | "
           "top block | write share | Δloss, layer → DIAG |")
@@ -180,7 +201,7 @@ def print_tables(study: dict) -> None:
                   f"{fmt(r['remainder_effective_rank'][l], '.1f')} | {fmt(r['remainder_top1_share'][l], '.2f')} | "
                   f"{top} {blocks[top]:.2f} | {fmt(r['write_share'][l], '.2f')} | {fmt(r['gap_per_layer'][l], '+.3f')} |")
     print("\n## Register: layer-l write direction against later layers' read directions (|cos|), final checkpoints\n")
-    print("| run | write share l1..l4 | strongest writer → reader, abs(cos) |")
+    print(f"| run | write share {ls} | strongest writer → reader, abs(cos) |")
     print("|---|---|---|")
     for name, doc in runs.items():
         r = doc["checkpoints"][-1]
@@ -188,31 +209,42 @@ def print_tables(study: dict) -> None:
         dst = max(range(doc["n_layers"]), key=lambda m: r["register_cos"][src][m])
         link = (f"{src + 1} → {dst + 1}: {fmt(r['register_cos'][src][dst], '.3f')}" if r["write_share"][src] >= 0.05
                 else "none (every write share < 0.05)")
+        writers = [l for l in range(doc["n_layers"]) if r["write_share"][l] >= 0.05]
+        if len(writers) > 1:  # several writers: do they write along one direction?
+            m = load(ROOT.parent / doc["run_dir"])
+            w = register_directions(m.P.detach().double(), m.Q.detach().double())["write"]
+            link += "; writers' abs(cos): " + ", ".join(f"{a + 1}–{b + 1} {abs(float(w[a] @ w[b])):.2f}"
+                                                        for i, a in enumerate(writers) for b in writers[i + 1:])
         print(f"| {name} | {' '.join(fmt(x, '.2f') for x in r['write_share'])} | {link} |")
     print("\n## Off-DIAG share per layer along training (nearest checkpoint at or below the step)\n")
-    print("| run | " + " | ".join(f"step {s}" for s in MILESTONES) + " | first step < 0.1 for good, l1..l4 | "
-          "layer-3 write share > 0.2 for good from |")
-    print("|---|" + "---|" * (len(MILESTONES) + 2))
+    print("| run | " + " | ".join(f"step {s}" for s in milestones) + f" | first step < 0.1 for good, {ls} | "
+          "final strongest writer: its write share > 0.2 for good from |")
+    print("|---|" + "---|" * (len(milestones) + 2))
     for name, doc in runs.items():
-        cells = [" / ".join(fmt(x, ".2f") for x in at_step(doc, s)["share_outside"]) for s in MILESTONES]
+        cells = [" / ".join(fmt(x, ".2f") for x in at_step(doc, s)["share_outside"]) for s in milestones]
         below = " / ".join(fmt(first_below(doc, l), "d") for l in range(doc["n_layers"]))
-        reg = fmt(first_below(doc, 2, "write_share", 0.2, above=True), "d") if doc["n_layers"] > 2 else "–"
+        ws = doc["checkpoints"][-1]["write_share"]
+        w = max(range(doc["n_layers"]), key=lambda l: ws[l])
+        reg = f"layer {w + 1}: {fmt(first_below(doc, w, 'write_share', 0.2, above=True), 'd')}" if ws[w] > 0.2 else "–"
         print(f"| {name} | " + " | ".join(cells) + f" | {below} | {reg} |")
     print("\n## Adjusted loss and functional gap along training\n")
-    print("| run | " + " | ".join(f"step {s}" for s in MILESTONES) + " |")
-    print("|---|" + "---|" * len(MILESTONES))
+    print("| run | " + " | ".join(f"step {s}" for s in milestones) + " |")
+    print("|---|" + "---|" * len(milestones))
     for name, doc in runs.items():
-        cells = [f"{at_step(doc, s)['loss']:.3f} / {at_step(doc, s)['loss_diag_projection']:.3f}" for s in MILESTONES]
+        cells = [f"{at_step(doc, s)['loss']:.3f} / {at_step(doc, s)['loss_diag_projection']:.3f}" for s in milestones]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("\n## Final adjusted loss (in distribution), shared sequences\n")
-    print("| run | FULL | FULL's DIAG projection | FULL without the register write | DIAG reference | FULL − DIAG |")
-    print("|---|---|---|---|---|---|")
+    print("| run | FULL | FULL's DIAG projection | FULL without the register write | FULL without any y → x write | "
+          "DIAG reference | FULL − DIAG |")
+    print("|---|---|---|---|---|---|---|")
     for name, fl in study["final_losses"].items():
         d = fl.get("diag", {})
         fd = fl.get("full_minus_diag", {})
         print(f"| {name} | {fl['full']['mean']:.4f} ± {fl['full']['stderr']:.4f} | {fl['full_diag_projection']['mean']:.4f} | {fl['full_no_register']['mean']:.4f} | "
+              f"{fl['full_no_writes']['mean']:.4f} | "
               f"{fmt(d.get('mean'), '.4f')} | {fmt(fd.get('mean'), '+.4f')} ± {fmt(fd.get('stderr'), '.4f')} |")
-    print("\n## The register's effect per σ: slope of Δŷ = ŷ − ŷ_no_register on ŷ_no_register (R²), the oracle's slope\n")
+    print("\n## The register's effect per σ: slope of Δŷ = ŷ − ŷ_no_register on ŷ_no_register (R²), the oracle's slope")
+    print(f"(no_register: {study['register_effect_removes']} zeroed)\n")
     print("| run | " + " | ".join(f"σ={s:g}" for s in next(iter(study["register_effect"].values()))["sigma"]) + " |")
     print("|---|" + "---|" * len(next(iter(study["register_effect"].values()))["sigma"]))
     for name, e in study["register_effect"].items():
@@ -232,22 +264,42 @@ def main() -> None:
     ap.add_argument("--fit-seq", type=int, default=2_048)
     ap.add_argument("--final-seq", type=int, default=100_000, help="sequences for the final in-distribution losses")
     ap.add_argument("--profile-seq", type=int, default=10_000, help="sequences per σ of the profiles")
+    ap.add_argument("--layers", type=int, default=4, help="depth of the runs to study: zoo/full<L>_*, DIAG refs diag<L>_*")
+    ap.add_argument("--max-checkpoints", type=int, default=0,
+                    help="measure step 0 and at most N − 1 later checkpoints, the per-layer gap at the last one only "
+                         "(0: every checkpoint, gaps everywhere; cheaper for deep models)")
+    ap.add_argument("--cache-only", nargs="+", metavar="RUN", default=None,
+                    help="only fill the per-run caches of these run names (e.g. to spread runs over processes), then exit")
     args = ap.parse_args()
+    if args.layers < 1:
+        ap.error(f"--layers must be a positive integer, got {args.layers}")
     torch.set_num_threads(1)
-    done, pending = discover()
+    done, pending = discover(args.layers)
+    if not done:
+        ap.error(f"no complete {args.layers}-layer FULL run under {ZOO} (full{args.layers}_*, drift/full{args.layers}_*)")
     for p in pending:
         print(f"[drift] skipping incomplete run {p}")
-    study = {"settings": settings(args) | {"final_seq": args.final_seq, "profile_seq": args.profile_seq},
+    if args.cache_only is not None:
+        unknown = set(args.cache_only) - {run_name(r) for r in done}
+        if unknown:
+            ap.error(f"--cache-only: no complete {args.layers}-layer FULL run named {', '.join(sorted(unknown))}")
+        for run in done:
+            if run_name(run) in args.cache_only:
+                trajectory_metrics(run, args)
+        return
+    study = {"layers": args.layers, "settings": settings(args) | {"final_seq": args.final_seq, "profile_seq": args.profile_seq},
              "pending": [str(p.relative_to(ROOT.parent)) for p in pending], "runs": {}, "final_losses": {}, "profiles": {}}
     for run in done:
         study["runs"][run_name(run)] = trajectory_metrics(run, args)
-    refs = {prior: ZOO / f"diag4_{slug}" for prior, slug in PRIORS.items()}
+    refs = {prior: ZOO / f"diag{args.layers}_{slug}" for prior, slug in PRIORS.items()}
     refs = {prior: load(p) for prior, p in refs.items() if p.exists() and is_complete(p)}
     for run in done:
         cfg = load_run_config(run)
         study["final_losses"][run_name(run)] = final_losses(load(run), refs.get(cfg.noise), cfg.noise, cfg.n, args.final_seq)
-    study["register_effect"] = {run_name(r): register_effect(load(r), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], load_run_config(r).n)
-                                for r in done}
+    every = args.layers > 4  # deeper models write from several layers (drift.md, "At 7 layers")
+    study["register_effect_removes"] = "every layer's y → x column" if every else "the strongest writer's y → x column"
+    study["register_effect"] = {run_name(r): register_effect(load(r), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], load_run_config(r).n,
+                                                             every_layer=every) for r in done}
     for prior, slug in PRIORS.items():
         runs = [r for r in done if load_run_config(r).noise == prior and not load_run_config(r).init]
         if not runs:
@@ -266,15 +318,16 @@ def main() -> None:
     compact["runs"] = {name: {"run_dir": doc["run_dir"], "init": doc["init"], "seed": doc["seed"], "noise": doc["noise"],
                               "cache": str((CACHE / f"{name}.json").relative_to(ROOT.parent)),
                               "steps": [r["step"] for r in doc["checkpoints"]],
-                              **{key: [r[key] for r in doc["checkpoints"]] for key in
+                              **{key: [r.get(key) for r in doc["checkpoints"]] for key in
                                  ("share_outside", "share_outside_read", "r2_diag", "r2_equivariant", "x_block_dev_P",
                                   "x_block_dev_Q", "write_share", "loss", "loss_diag_projection", "gap_diag_projection",
                                   "gap_per_layer")},
                               "final": doc["checkpoints"][-1]}
                        for name, doc in study["runs"].items()}
-    (OUT / "drift.json").write_text(json.dumps(jsonable(compact), indent=1, allow_nan=False) + "\n")
+    out = OUT / ("drift.json" if args.layers == 4 else f"drift{args.layers}.json")
+    out.write_text(json.dumps(jsonable(compact), indent=1, allow_nan=False) + "\n")
     print_tables(study)
-    print(f"\nwrote {OUT / 'drift.json'}")
+    print(f"\nwrote {out}")
 
 
 if __name__ == "__main__":
