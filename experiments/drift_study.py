@@ -21,9 +21,10 @@ from pathlib import Path
 import torch
 
 from interp.checkpoints import load, load_trajectory
-from interp.evaluate import sigma_profile
+from interp.evalset import EvalSet
+from interp.evaluate import adjusted_losses, sigma_profile
 from interp.model import LinearTransformer
-from interp.probes.drift import DriftData, drift_trajectory, paired_losses
+from interp.probes.drift import EVAL_SEED, DriftData, drift_trajectory
 from interp.probes.forms import diag_projection
 from interp.probes.summary import jsonable
 from interp.train import is_complete, load_run_config
@@ -63,7 +64,7 @@ def trajectory_metrics(run: Path, args) -> dict:
             return doc
     t0 = time.time()
     traj = load_trajectory(run)
-    data = DriftData(cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq)
+    data = DriftData.default(cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq)
     doc = {"run_dir": str(run.relative_to(ROOT.parent)), "init": cfg.init, "init_noise": cfg.init_noise, "seed": cfg.seed,
            "settings": settings(args), **drift_trajectory(traj, data)}
     doc["seconds"] = round(time.time() - t0, 1)
@@ -103,8 +104,8 @@ def final_losses(full: LinearTransformer, diag_ref: LinearTransformer | None, no
     preds = {"full": full, "full_diag_projection": proj, "full_no_register": without_register(full)}
     if diag_ref is not None:
         preds["diag"] = diag_ref
-    data = DriftData(noise, d=full.cfg.d, n=n, eval_seq=n_seq, fit_seq=1)
-    loss = paired_losses({k: _f64(m) for k, m in preds.items()}, data.eval_batches, data.oracle)
+    data = EvalSet(noise, d=full.cfg.d, n=n, n_seq=n_seq, seed=EVAL_SEED)
+    loss = adjusted_losses({k: _f64(m) for k, m in preds.items()}, data)
     out = {k: {"mean": v.mean().item(), "stderr": v.std().item() / len(v) ** 0.5} for k, v in loss.items()}
     if diag_ref is not None:
         diff = loss["full"] - loss["diag"]
@@ -127,13 +128,12 @@ def register_effect(model: LinearTransformer, noise_sigmas: list[float], n: int,
     prediction when R² is high), the slope the oracle would need ((ŷ_oracle − ŷ_no_register) on ŷ_no_register), and
     the adjusted loss with and without the register."""
     from interp.baselines import oracle_predict
-    from interp.tasks import sample_tasks
 
     full, bare = _f64(model), without_register(model)
     out = {"sigma": noise_sigmas, "slope": [], "r2": [], "oracle_slope": [], "loss": [], "loss_no_register": []}
     for s in noise_sigmas:
-        b = sample_tasks(n_seq, model.cfg.d, n, "fixed:0", torch.Generator().manual_seed(1),
-                         sigma=torch.full((n_seq,), s, dtype=torch.float64), dtype=torch.float64)
+        data = EvalSet("fixed:0", d=model.cfg.d, n=n, n_seq=n_seq, seed=1, sigma=s)
+        b = data.draw()
         with torch.no_grad():
             y, y0, yo = full(b.tokens), bare(b.tokens), oracle_predict(b)
         dy = y - y0
@@ -141,9 +141,9 @@ def register_effect(model: LinearTransformer, noise_sigmas: list[float], n: int,
         out["slope"].append(slope)
         out["r2"].append(1 - (((dy - slope * y0) ** 2).sum() / ((dy - dy.mean()) ** 2).sum()).item())
         out["oracle_slope"].append((((yo - y0) * y0).sum() / (y0 * y0).sum()).item())
-        base = 0.5 * (yo - b.target) ** 2
-        out["loss"].append((0.5 * (y - b.target) ** 2 - base).mean().item())
-        out["loss_no_register"].append((0.5 * (y0 - b.target) ** 2 - base).mean().item())
+        loss = adjusted_losses({"full": full, "bare": bare}, data)
+        out["loss"].append(loss["full"].mean().item())
+        out["loss_no_register"].append(loss["bare"].mean().item())
     return out
 
 
@@ -155,7 +155,8 @@ def _f64(model: LinearTransformer) -> LinearTransformer:
 
 def profiles(models: dict[str, LinearTransformer], sigmas: list[float], n: int, n_seq: int) -> dict:
     """Adjusted loss per fixed σ (common random numbers across σ and models)."""
-    prof = sigma_profile({k: _f64(m) for k, m in models.items()}, sigmas, n_seq=n_seq, n=n, seed=7)
+    d = next(iter(models.values())).cfg.d
+    prof = sigma_profile({k: _f64(m) for k, m in models.items()}, sigmas, EvalSet("fixed:0", d=d, n=n, n_seq=n_seq, seed=7))
     return {k: [e.mean for e in v] for k, v in prof.items()} | {"sigma": sigmas, "stderr": {k: [e.stderr for e in v] for k, v in prof.items()}}
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from interp.checkpoints import CheckpointError, list_checkpoints, load
+from interp.evalset import EvalSet
 from interp.evaluate import TABLE1_COLUMNS, evaluate, paper_table, paper_value
 from interp.tasks import as_prior
 from interp.train import is_complete, load_run_config
@@ -115,7 +116,7 @@ def evaluate_runs(runs: list[dict], args, cache: dict) -> None:
         key = f"model|{_where(r['run'])}|{r['step']}|{r['stamp']}|{args.n_seq}|{args.eval_seed}"
         if "worst" not in cache.get(key, {}):
             t0 = time.perf_counter()
-            est = evaluate({"m": load(r["run"])}, r["noise"], args.n_seq, seed=args.eval_seed)["m"]
+            est = evaluate({"m": load(r["run"])}, EvalSet(r["noise"], n_seq=args.n_seq, seed=args.eval_seed))["m"]
             cache[key] = est.to_dict()
             print(f"{r['run']}: {est.mean:.4g} ± {est.stderr:.2g}  [{time.perf_counter() - t0:.1f}s]", flush=True)
             save_cache(args.cache, cache)
@@ -129,7 +130,7 @@ def evaluate_baselines(priors: list[str], args, cache: dict) -> dict:
         if key not in cache:
             t0 = time.perf_counter()
             preds = baselines(noise, names=list(BASE_NAMES))
-            cache[key] = {nm: e.to_dict() for nm, e in evaluate(preds, noise, args.baseline_seq, seed=args.eval_seed).items()}
+            cache[key] = {nm: e.to_dict() for nm, e in evaluate(preds, EvalSet(noise, n_seq=args.baseline_seq, seed=args.eval_seed)).items()}
             print(f"baselines on {noise}: " + ", ".join(f"{nm} {v['mean']:.4g}" for nm, v in cache[key].items())
                   + f"  [{time.perf_counter() - t0:.0f}s]", flush=True)
             save_cache(args.cache, cache)

@@ -2,6 +2,7 @@
 
 from interp.baselines import AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict, ridge_predict
 from interp.checkpoints import CheckpointError, load
+from interp.evalset import EvalSet
 from interp.evaluate import (
     LossEstimate, adjusted_loss, evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile,
 )
@@ -11,6 +12,7 @@ from interp.probes import (
     DiagProjection, DriftData, ImplicitModel, diag_ablation, diag_projection, drift_trajectory, fit_layer_maps,
     implicit_model, lemma44, probe_model, run_drift,
 )
+from interp.spectral import SpectralContext
 from interp.tasks import NoisePrior, TaskBatch, sample_tasks
 from interp.train import train
 from interp.tuning import baselines as tuned_baselines
@@ -23,6 +25,7 @@ __all__ = [
     "ConstRR",
     "DiagProjection",
     "DriftData",
+    "EvalSet",
     "GDk",
     "ImplicitModel",
     "LinearTransformer",
@@ -30,6 +33,7 @@ __all__ = [
     "ModelConfig",
     "NoisePrior",
     "Omegas",
+    "SpectralContext",
     "TaskBatch",
     "TrainConfig",
     "TunedRR",

@@ -36,6 +36,7 @@ def cmd_drift(args) -> int:
     import torch
 
     from interp.checkpoints import atomic_write_text, load_trajectory
+    from interp.evalset import EvalSet
     from interp.probes.drift import EVAL_SEED, DriftData, drift_trajectory
     from interp.train import load_run_config
 
@@ -51,8 +52,9 @@ def cmd_drift(args) -> int:
     cfg = load_run_config(args.run_dir)
     traj = load_trajectory(args.run_dir)
     model = traj[0][1]
-    data = DriftData(args.noise or cfg.noise, d=model.cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq,
-                     eval_seed=EVAL_SEED if args.eval_seed is None else args.eval_seed)
+    evalset = EvalSet(args.noise or cfg.noise, d=model.cfg.d, n=cfg.n, n_seq=args.eval_seq,
+                      seed=EVAL_SEED if args.eval_seed is None else args.eval_seed)
+    data = DriftData(evalset, fit_seq=args.fit_seq)
     t0 = time.time()
     doc = {"command": ["interp", *(getattr(args, "argv", None) or [])], "run_dir": args.run_dir,
            **drift_trajectory(traj, data, per_layer_gap=not args.no_per_layer)}
