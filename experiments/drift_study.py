@@ -26,7 +26,7 @@ from interp.evaluate import adjusted_losses, sigma_profile
 from interp.model import LinearTransformer
 from interp.probes.drift import EVAL_SEED, DriftData, drift_trajectory
 from interp.probes.forms import diag_projection
-from interp.probes.summary import jsonable
+from interp.records import jsonable
 from interp.train import is_complete, load_run_config
 
 ROOT = Path(__file__).resolve().parent
@@ -156,7 +156,8 @@ def _f64(model: LinearTransformer) -> LinearTransformer:
 def profiles(models: dict[str, LinearTransformer], sigmas: list[float], n: int, n_seq: int) -> dict:
     """Adjusted loss per fixed σ (common random numbers across σ and models)."""
     d = next(iter(models.values())).cfg.d
-    prof = sigma_profile({k: _f64(m) for k, m in models.items()}, sigmas, EvalSet("fixed:0", d=d, n=n, n_seq=n_seq, seed=7))
+    data = EvalSet("fixed:0", d=d, n=n, n_seq=n_seq, seed=7)
+    prof = sigma_profile({k: _f64(m) for k, m in models.items()}, sigmas, data)
     return {k: [e.mean for e in v] for k, v in prof.items()} | {"sigma": sigmas, "stderr": {k: [e.stderr for e in v] for k, v in prof.items()}}
 
 

@@ -130,7 +130,8 @@ def evaluate_baselines(priors: list[str], args, cache: dict) -> dict:
         if key not in cache:
             t0 = time.perf_counter()
             preds = baselines(noise, names=list(BASE_NAMES))
-            cache[key] = {nm: e.to_dict() for nm, e in evaluate(preds, EvalSet(noise, n_seq=args.baseline_seq, seed=args.eval_seed)).items()}
+            data = EvalSet(noise, n_seq=args.baseline_seq, seed=args.eval_seed)
+            cache[key] = {nm: e.to_dict() for nm, e in evaluate(preds, data).items()}
             print(f"baselines on {noise}: " + ", ".join(f"{nm} {v['mean']:.4g}" for nm, v in cache[key].items())
                   + f"  [{time.perf_counter() - t0:.0f}s]", flush=True)
             save_cache(args.cache, cache)

@@ -119,7 +119,8 @@ class Bayes:
 
     E[w | ctx] = ∫ (Σ + σ²I)^{-1}α p(σ | ctx) dσ with p(σ | ctx) ∝ p(σ) N(y; 0, XXᵀ + σ²I_n):
     an exact sum for categorical / fixed priors, composite Gauss–Legendre for uniform ones.
-    A σ = 0 atom uses σ² = interp.spectral.SIGMA2_FLOOR in the likelihood (degenerate when n > d: it wins iff ρ ≈ 0).
+    A σ = 0 atom uses σ² = interp.spectral.SIGMA2_FLOOR in the likelihood (degenerate when n > d: it wins iff
+    ρ ≈ 0).
     """
 
     def __init__(self, prior: "str | NoisePrior", nodes: int = 16, panels: int = 4):

@@ -95,12 +95,15 @@ class ScoredSet:
 def _scored(data: "EvalSet | ScoredSet") -> Iterable[tuple[TaskBatch, Tensor]]:
     if isinstance(data, ScoredSet):
         return data.scored()
-    return ((b, half_se(oracle_predict(b), b.target)) for b in data.batches())  # the oracle: λ = σ_τ² (PAPER.md §6)
+    return ((b, half_se(oracle_predict(b), b.target)) for b in data.batches())  # the oracle ridge: λ = σ_τ²
 
 
-def adjusted_losses(predictors: Mapping[str, "LinearTransformer | Predictor"], data: "EvalSet | ScoredSet") -> dict[str, Tensor]:
-    """Per-sequence adjusted loss ½(ŷ − y_t)² − ½(ŷ_oracle − y_t)² [..., n_seq] of every predictor, on the same
-    sequences (the oracle computed once per batch). A predictor returning [..., batch] gets [..., n_seq]."""
+Predictors = Mapping[str, "LinearTransformer | Predictor"]
+
+
+def adjusted_losses(predictors: Predictors, data: "EvalSet | ScoredSet") -> dict[str, Tensor]:
+    """Per-sequence adjusted loss ½(ŷ − y_t)² − ½(ŷ_oracle − y_t)² [..., n_seq] of every predictor, on the
+    same sequences (the oracle computed once per batch). A predictor returning [..., batch] gets [..., n_seq]."""
     preds = {name: as_predictor(p) for name, p in predictors.items()}
     diffs: dict[str, list[Tensor]] = {name: [] for name in preds}
     for batch, base in _scored(data):
@@ -109,7 +112,7 @@ def adjusted_losses(predictors: Mapping[str, "LinearTransformer | Predictor"], d
     return {name: torch.cat(parts, dim=-1) for name, parts in diffs.items()}
 
 
-def evaluate(predictors: Mapping[str, "LinearTransformer | Predictor"], data: "EvalSet | ScoredSet") -> dict[str, LossEstimate]:
+def evaluate(predictors: Predictors, data: "EvalSet | ScoredSet") -> dict[str, LossEstimate]:
     """Adjusted loss of every predictor on the same sequences (`data.sigma` fixes every sequence's noise std)."""
     return {name: LossEstimate.of(diff) for name, diff in adjusted_losses(predictors, data).items()}
 
@@ -126,8 +129,7 @@ def sigma_grid(noise: "str | NoisePrior", step: float = 0.5) -> list[float]:
     return [round(i * step, 10) for i in range(count + 1)]
 
 
-def sigma_profile(predictors: Mapping[str, "LinearTransformer | Predictor"], sigmas: Sequence[float],
-                  data: EvalSet) -> dict[str, list[LossEstimate]]:
+def sigma_profile(predictors: Predictors, sigmas: Sequence[float], data: EvalSet) -> dict[str, list[LossEstimate]]:
     """Adjusted loss at each fixed σ on `data.at_sigma(σ)`.
 
     Every σ reuses the same seed, so w, x and the unit noise ξ are shared across σ (common random
@@ -147,7 +149,7 @@ def per_layer_loss(model: LinearTransformer, data: "EvalSet | ScoredSet") -> lis
 
 
 def per_layer_profile(model: LinearTransformer, sigmas: Sequence[float], data: EvalSet) -> list[list[LossEstimate]]:
-    """[K][σ]: adjusted loss after K = 0..L layers at each fixed σ on `data.at_sigma(σ)` (PAPER.md §9, figures 5, 7)."""
+    """[K][σ]: adjusted loss after K = 0..L layers at each fixed σ on `data.at_sigma(σ)` (figures 5 and 7)."""
     cols = [per_layer_loss(model, data.at_sigma(s)) for s in sigmas]
     return [[col[k] for col in cols] for k in range(model.cfg.n_layers + 1)]
 

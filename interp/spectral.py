@@ -160,12 +160,14 @@ class SpectralContext:
         """
         sigma2 = max(float(sigma2), SIGMA2_FLOOR)
         pos = self.s > _rank_tol(self.s)
-        quad = self.rss / sigma2 + torch.where(pos, self.a**2 / (self.s.clamp_min(1e-300) * (self.s + sigma2)), 0.0).sum(-1)
+        inv = torch.where(pos, self.a**2 / (self.s.clamp_min(1e-300) * (self.s + sigma2)), 0.0)
+        quad = self.rss / sigma2 + inv.sum(-1)
         logdet = torch.log(self.s + sigma2).sum(-1) + (self.n - self.d) * math.log(sigma2)
         return -0.5 * (logdet + quad)
 
     # ------------------------------------------------------------------ implied λ
-    def implied_lambda(self, w: Float[Tensor, "L1 batch d"], lo: float = 1e-6, hi: float = 1e6) -> tuple[Tensor, Tensor]:
+    def implied_lambda(self, w: Float[Tensor, "L1 batch d"], lo: float = 1e-6,
+                       hi: float = 1e6) -> tuple[Tensor, Tensor]:
         """Per sequence and layer, the λ ∈ [lo, hi] whose ridge solution is nearest to w^l (Euclidean).
 
         Returns (λ [L+1, batch], relative error ‖w_λ − w^l‖/‖w^l‖ [L+1, batch]); λ = inf where w^l = 0,

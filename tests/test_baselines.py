@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from interp.baselines import AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict, ridge_predict, sigma_nodes
+from interp.baselines import (AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict, ridge_predict,
+                              sigma_nodes)
 from interp.evalset import EvalSet
 from interp.evaluate import evaluate
 from interp.spectral import SpectralContext

@@ -57,7 +57,8 @@ def test_weight_metrics_invariant_to_rescaling_head_permutation_and_rotation():
             torch.testing.assert_close(getattr(a, key)[block], getattr(b, key)[block], rtol=1e-9, atol=1e-12,
                                        msg=f"{key} {block}")
     for key in ("x_block_dev_P_per_head", "offdiag_sv_rel_Q_per_head"):  # per head: the same set of heads
-        torch.testing.assert_close(getattr(a, key).sort(1).values, getattr(b, key).sort(1).values, rtol=1e-9, atol=1e-12)
+        ours, theirs = getattr(a, key).sort(1).values, getattr(b, key).sort(1).values
+        torch.testing.assert_close(ours, theirs, rtol=1e-9, atol=1e-12)
     assert (a.share_outside > 0.5).all()  # a random model is far from DIAG
 
 

@@ -90,8 +90,8 @@ def print_table(path: str, step, rec) -> None:
     """One row per layer l = 1..L of a ProbeResult."""
     L = rec.n_layers
     print(f"\n{path}: {rec.param.upper()} L={L} H={rec.n_heads} step {step}, {rec.n_seq} sequences of {rec.noise}")
-    imp, sol, lam, fits, proj, ridge = rec.implicit, rec.solvers, rec.implied_lambda, rec.fits, rec.projection, rec.const_ridge
-    abl = rec.ablation
+    imp, sol, lam, fits, proj = rec.implicit, rec.solvers, rec.implied_lambda, rec.fits, rec.projection
+    ridge, abl = rec.const_ridge, rec.ablation
     head = ["l", "a/b diff", "lsq resid", "cos OLS", "cos ridge", "cos GD", "impl λ", "ρ(λ,σ)",
             "DIAG R²", "equiv R²", "off-DIAG", "Δloss abl", "const λ", "λ mism"]
     rows = []

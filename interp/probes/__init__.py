@@ -16,8 +16,9 @@ from interp.probes.drift import (
 from interp.probes.summary import ProbeResult, probe_model
 
 __all__ = [
-    "Ablation", "DiagProjection", "DriftData", "DriftRecord", "FormFits", "FunctionalMetrics", "ImplicitModel", "Lemma44",
-    "ProbeResult", "WeightMetrics", "as_float64", "compare_solvers", "const_ridge_fit", "diag_ablation", "diag_projection",
+    "Ablation", "DiagProjection", "DriftData", "DriftRecord", "FormFits", "FunctionalMetrics", "ImplicitModel",
+    "Lemma44", "ProbeResult", "WeightMetrics", "as_float64", "compare_solvers", "const_ridge_fit", "diag_ablation",
+    "diag_projection",
     "drift_metrics", "drift_trajectory", "effective_step", "fit_form", "fit_layer_maps", "functional_metrics",
     "gd_iterates", "implicit_model", "layer_omegas", "layer_operator", "lemma44", "momentum", "probe_cache",
     "probe_model", "register_directions", "rescaling_factor", "run_drift", "scalar_identity_deviation",

@@ -127,7 +127,9 @@ class WeightMetrics(Record):
 
     def truncated(self, top: int = TOP_SV) -> "WeightMetrics":
         def cut(v):  # tensors only: lists read back from JSON were cut when written
-            return {k: cut(x) for k, x in v.items()} if isinstance(v, dict) else v[..., :top] if isinstance(v, Tensor) else v
+            if isinstance(v, dict):
+                return {k: cut(x) for k, x in v.items()}
+            return v[..., :top] if isinstance(v, Tensor) else v
 
         return WeightMetrics(**{f.name: cut(getattr(self, f.name)) if f.name in self.SPECTRA else getattr(self, f.name)
                                 for f in fields(self)})
@@ -212,7 +214,8 @@ class FunctionalMetrics(Record):
     gap_per_layer_stderr: Tensor | None = None
 
 
-def functional_metrics(model: LinearTransformer, scored: ScoredSet, fit_tokens: Tensor, per_layer: bool = True) -> FunctionalMetrics:
+def functional_metrics(model: LinearTransformer, scored: ScoredSet, fit_tokens: Tensor,
+                       per_layer: bool = True) -> FunctionalMetrics:
     """Fits' R² and the adjusted loss of the model, its DIAG projection (all layers; each layer alone if
     `per_layer`) and the DIAG model of the fitted ω's, on the sequences of `scored`, with the paired gaps."""
     model = as_float64(model)
@@ -273,7 +276,8 @@ class DriftRecord(Record):
         return cls(data["step"], WeightMetrics.from_json(data), FunctionalMetrics.from_json(data))
 
 
-def drift_metrics(model: LinearTransformer, data: DriftData, per_layer_gap: bool = True) -> tuple[WeightMetrics, FunctionalMetrics]:
+def drift_metrics(model: LinearTransformer, data: DriftData,
+                  per_layer_gap: bool = True) -> tuple[WeightMetrics, FunctionalMetrics]:
     """Every drift metric of one checkpoint (tensors; see the module docstring)."""
     return weight_metrics(model.P, model.Q), functional_metrics(model, data.scored, data.fit_tokens, per_layer_gap)
 

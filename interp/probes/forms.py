@@ -16,9 +16,9 @@ from einops import einsum, rearrange
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.evalset import EvalSet
 from interp.model import LinearTransformer
 from interp.probes.implicit import ImplicitModel, as_float64, cosine, layer_update
-from interp.evalset import EvalSet
 from interp.records import Record
 from interp.spectral import SpectralContext, minimize_log
 
@@ -302,6 +302,7 @@ def const_ridge_fit(ctx: SpectralContext, pred: Float[Tensor, "L1 batch"], targe
     return out
 
 
-def const_ridge_mismatch(ctx: SpectralContext, pred: Float[Tensor, "L1 batch"], lam: Float[Tensor, "L1"]) -> Float[Tensor, "L1 batch"]:
+def const_ridge_mismatch(ctx: SpectralContext, pred: Float[Tensor, "L1 batch"],
+                         lam: Float[Tensor, "L1"]) -> Float[Tensor, "L1 batch"]:
     """ŷ^l − ⟨w_λl, x_t⟩ per layer and sequence."""
     return pred - ctx.ridge(lam[:, None])

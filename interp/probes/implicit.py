@@ -149,7 +149,8 @@ def implicit_model(model: LinearTransformer, tokens: Float[Tensor, "batch pos D"
 
 
 # ---------------------------------------------------------------------- known solvers (interp.spectral)
-def tune_gd_steps(ctx: SpectralContext, L: int, reference: Tensor | None = None, target: Tensor | None = None) -> Tensor:
+def tune_gd_steps(ctx: SpectralContext, L: int, reference: Tensor | None = None,
+                  target: Tensor | None = None) -> Tensor:
     """One step η_k per k = 0..L shared by the batch (η_0 = nan): the GD-k iterate nearest to
     `reference` [L+1, batch, d] (mean squared distance), or the one with the least ½·MSE on the
     query labels `target` [batch] — exactly one of the two."""

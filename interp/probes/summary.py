@@ -19,14 +19,14 @@ from interp.probes.forms import (
     effective_step, fit_layer_maps, layer_omegas, lemma44, momentum, rescaling_factor,
 )
 from interp.probes.implicit import as_float64, compare_solvers, gd_iterates, implicit_model, rel_error, tune_gd_steps
-from interp.records import Record, jsonable  # noqa: F401  (jsonable: re-exported for callers)
+from interp.records import Record
 
 SCHEMA_VERSION = 1
 TUNE_OFFSET = 1_000_003  # seed offset of the tuning sequences
 TOP_SV = 8  # remainder singular values kept per layer (probe and drift JSON)
 TOP_BLOCK_SV = 4  # singular values kept per layer and block of the remainder
 
-Vec = "Tensor | list"  # [layers] or [layers, ...]: a tensor when computed, a list when read back from JSON
+Vec = Tensor | list  # [layers] or [layers, ...]: a tensor when computed, a list when read back from JSON
 
 
 # ---------------------------------------------------------------------- the probe JSON, as records
@@ -232,8 +232,8 @@ def probe_model(model: LinearTransformer, data: EvalSet, fit_seq: int = 4_096, a
         n_seq=data.n_seq, noise=data.noise.spec, n=data.n, d=d, seed=data.seed,
         param=model.cfg.param, n_layers=L, n_heads=model.cfg.n_heads,
         implicit=ImplicitChecks(**worst),
-        solvers=Solvers(**{key: mean(key) for key in ("cos_ols", "relerr_ols", "cos_ridge_oracle", "relerr_ridge_oracle",
-                                                      "cos_gd", "relerr_gd", "relerr_gd_match")},
+        solvers=Solvers(**{key: mean(key) for key in ("cos_ols", "relerr_ols", "cos_ridge_oracle",
+                                                      "relerr_ridge_oracle", "cos_gd", "relerr_gd", "relerr_gd_match")},
                         gd_eta_tuned=shared["gd_eta_tuned"], gd_eta_match=shared["gd_eta_match"]),
         implied_lambda=ImpliedLambda(
             median=c["implied_lambda"].nanmedian(-1).values,

@@ -17,7 +17,9 @@ from pathlib import Path
 from interp.checkpoints import CKPT_DIR, CONFIG_FILE, METRICS_FILE, CheckpointError, atomic_write_text, list_checkpoints
 from interp.checkpoints import load_with_meta, resolve_checkpoint
 from interp.evalset import EvalSet
-from interp.evaluate import LossEstimate, evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile
+from interp.evaluate import (
+    LossEstimate, evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile,
+)
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
 from interp.tasks import as_prior
@@ -205,7 +207,8 @@ def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Mo
     curve = per_layer_loss(model, on_prior)
     grid = per_layer_profile(model, sigmas, on_prior.replace(n_seq=s.profile_seq))
     ablation = s.ablation_seq if entry.arch == "full" else 0
-    probe = probe_model(model, on_prior.replace(n_seq=s.probe_seq, chunk=1_000), fit_seq=s.fit_seq, ablation_seq=ablation)
+    probes = on_prior.replace(n_seq=s.probe_seq, chunk=1_000)
+    probe = probe_model(model, probes, fit_seq=s.fit_seq, ablation_seq=ablation)
     record = ModelRecord(
         loss=curve[-1], per_layer=curve, sigmas=sigmas,
         profile_mean=[[e.mean for e in row] for row in grid], profile_stderr=[[e.stderr for e in row] for row in grid],

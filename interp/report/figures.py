@@ -149,7 +149,8 @@ def _per_layer_lines(data: ReportData, fig, getter, row=1, col=1, start: int = 1
             x=list(range(start, start + len(vals))), y=[(_pos(v) if log else v) for v in vals], mode="lines+markers",
             name=_name(e, data), legendgroup=e.label, showlegend=show_legend, line=dict(color=_color(e, data), width=2),
             marker=dict(size=7), customdata=vals,
-            hovertemplate=f"{e.label}<br>layer %{{x}}<br>{hover} %{{customdata:{fmt}}}<extra></extra>"), row=row, col=col)
+            hovertemplate=f"{e.label}<br>layer %{{x}}<br>{hover} %{{customdata:{fmt}}}<extra></extra>"),
+            row=row, col=col)
 
 
 # ---------------------------------------------------------------------------- the paper's views
@@ -187,7 +188,8 @@ def _model_markers(fig, data: ReportData, prior: str, arch: str, col: int, shown
         if e.n_layers not in best or data.records[e.label].loss.mean < data.records[best[e.n_layers].label].loss.mean:
             best[e.n_layers] = e
     added = set()
-    for kind, group in (("best", [best[L] for L in sorted(best)]), ("other", [e for e in ours if e not in best.values()])):
+    others = [e for e in ours if e not in best.values()]
+    for kind, group in (("best", [best[L] for L in sorted(best)]), ("other", others)):
         if not group:
             continue
         rec = [data.records[e.label] for e in group]
@@ -272,8 +274,8 @@ def sigma_profiles(data: ReportData, prior: str) -> go.Figure:
             fig.add_trace(go.Scatter(
                 x=r.sigmas, y=[_pos(v) for v in mean], mode="lines+markers", name=_name(e, data), legendgroup=e.label,
                 line=dict(color=_color(e, data), width=2.4), marker=dict(size=6), customdata=list(zip(mean, se)),
-                hovertemplate=f"{e.label}<br>σ = %{{x}}<br>adjusted loss %{{customdata[0]:.5g}} ± %{{customdata[1]:.2g}}"
-                              "<extra></extra>"), row=1, col=c)
+                hovertemplate=f"{e.label}<br>σ = %{{x}}<br>adjusted loss %{{customdata[0]:.5g}} ± "
+                              "%{customdata[1]:.2g}<extra></extra>"), row=1, col=c)
         _axes(fig, "evaluation noise σ", "adjusted loss (log)" if c == 1 else "adjusted loss", 1, c, ylog=True)
     vals = [v for e in entries for v in data.records[e.label].profile_mean[-1] if _pos(v)]
     vals += [v for b in base.profile.values() for s, v in zip(base.sigmas, b) if s > 0 and _pos(v)]
@@ -284,7 +286,8 @@ def sigma_profiles(data: ReportData, prior: str) -> go.Figure:
 
 def _heatmap_order(data: ReportData) -> list[Entry]:
     """The deepest FULL model first, finished runs before running ones, {1,3} noise as in the paper's Figure 4."""
-    return sorted(data.entries, key=lambda e: (e.arch != "full", -e.n_layers, not e.complete, e.noise != "categorical:1,3"))
+    return sorted(data.entries,
+                  key=lambda e: (e.arch != "full", -e.n_layers, not e.complete, e.noise != "categorical:1,3"))
 
 
 def _heatmap_scale(data: ReportData, e: Entry) -> float:
@@ -300,21 +303,25 @@ def _heatmap_menu(fig: go.Figure, data: ReportData) -> None:
         vis = [start <= i < start + 2 * e.n_layers for i in range(len(fig.data))]
         start += 2 * e.n_layers
         menu.append(dict(label=f"{e.label}", method="update",
-                         args=[{"visible": vis}, {"title.text": f"{_title(e)}: colour scale ±{_heatmap_scale(data, e):.3g}"}]))
+                         args=[{"visible": vis}, {"title.text": _scale_title(data, e)}]))
     fig.update_layout(
-        title=dict(text=f"{_title(order[0])}: colour scale ±{_heatmap_scale(data, order[0]):.3g}", x=0.01, font=dict(size=14)),
+        title=dict(text=_scale_title(data, order[0]), x=0.01, font=dict(size=14)),
         updatemenus=[dict(buttons=menu, direction="down", x=1.0, xanchor="right", y=1.16, yanchor="top",
                           showactive=True, bgcolor="white")],
         margin=dict(t=90))
 
 
+def _scale_title(data: ReportData, e: Entry) -> str:
+    return f"{_title(e)}: colour scale ±{_heatmap_scale(data, e):.3g}"
+
+
 def _heatmap_caption(data: ReportData) -> str:
     D = data.entries[0].d + 1
-    return (f"Every layer's {D}×{D} Q (top) and P (bottom), first head, on one symmetric colour scale per model (red "
-            "positive, blue negative); pick the model in the menu. The paper (Figure 4) finds trained FULL models "
-            "\"very diagonal heavy, with some low-rank component\": look for the x-block diagonal and the y-entry of each "
-            "matrix, and for off-diagonal stripes, which are what DIAG cannot express. DIAG and GD++ are diagonal by "
-            "construction.")
+    return (f"Every layer's {D}×{D} Q (top) and P (bottom), first head, on one symmetric colour scale per model "
+            "(red positive, blue negative); pick the model in the menu. The paper (Figure 4) finds trained FULL models "
+            "\"very diagonal heavy, with some low-rank component\": look for the x-block diagonal and the y-entry of "
+            "each matrix, and for off-diagonal stripes, which are what DIAG cannot express. DIAG and GD++ are diagonal "
+            "by construction.")
 
 
 @view("heatmaps", "Pˡ and Qˡ heatmaps", height=600, caption=_heatmap_caption, after=_heatmap_menu)
@@ -344,9 +351,9 @@ def heatmaps(data: ReportData) -> go.Figure:
 
 @view("after-k-layers", "Prediction after K layers", height=lambda data: 330 * _grid(len(_deep(data)))[0] + 40,
       after=lambda fig, data: fig.update_layout(margin=dict(r=50)), caption=(
-          "The prediction −y of the query read after K of L layers (PAPER.md §1), per evaluation σ, light (K = 1) to "
-          "dark (K = L). Each layer should lower the curve everywhere; where an intermediate curve sits below the final "
-          "one the model trades accuracy at that σ for accuracy elsewhere (the paper's Figures 5 and 7)."))
+          "The prediction −y of the query read after K of L layers (PAPER.md §1), per evaluation σ, light (K = 1) "
+          "to dark (K = L). Each layer should lower the curve everywhere; where an intermediate curve sits below the "
+          "final one the model trades accuracy at that σ for accuracy elsewhere (the paper's Figures 5 and 7)."))
 def after_k_layers(data: ReportData) -> "go.Figure | Note":
     entries = _deep(data)
     if not entries:
@@ -447,7 +454,8 @@ def implied_lambda(data: ReportData) -> go.Figure:
                                  line=dict(color="#1A1A1A", dash="dash", width=1.5),
                                  hovertemplate="oracle λ = σ² = %{y:.4g} at σ = %{x:.3g}<extra></extra>"))
     for prior in _priors(data):
-        lam_c = next((data.records[e.label].probe.const_ridge.lambda_constrr for e in data.entries if e.noise == prior), None)
+        lam_c = next((data.records[e.label].probe.const_ridge.lambda_constrr for e in data.entries
+                      if e.noise == prior), None)
         if lam_c and sig_all:
             fig.add_trace(go.Scatter(x=[min(sig_all), max(sig_all)], y=[lam_c, lam_c], mode="lines",
                                      name=f"ConstRR λ ({prior})", line=dict(color=BASELINE_STYLE["constrr"][1], dash="dot", width=1.6),
@@ -457,8 +465,8 @@ def implied_lambda(data: ReportData) -> go.Figure:
 
 
 @view("rescaling-step", "Rescaling and effective step against σ", height=470, caption=(
-    "Per layer (layer 1 dotted, 2 dashed, 3 dash-dot, the last solid), the median over sequences in each σ bin. Left: the "
-    "factor 1 + ω_yy λˡ by which layer l multiplies every label; below 1 and falling with σ is ridge-like "
+    "Per layer (layer 1 dotted, 2 dashed, 3 dash-dot, the last solid), the median over sequences in each σ bin. "
+    "Left: the factor 1 + ω_yy λˡ by which layer l multiplies every label; below 1 and falling with σ is ridge-like "
     "shrinkage. Right: the gradient step a layer takes, which shrinks for noisy sequences when ω_xy, ω_yx < 0 (early "
     "stopping). Only the deepest models are shown at first; click legend entries to add others."))
 def rescaling_and_step(data: ReportData) -> go.Figure:
@@ -553,8 +561,8 @@ DRIFT_CURVES = ((1, 1, "share_outside", True), (1, 2, "r2_diag", False), (2, 2, 
 
 
 @view("drift", "Drift of FULL models over training", height=720, caption=(
-    "Measured on a few checkpoints of every FULL run (interp.probes.drift; one colour per run; layer 1 dotted, 2 dashed, "
-    "3 dash-dot, the last solid). Does FULL drift "
+    "Measured on a few checkpoints of every FULL run (interp.probes.drift; one colour per run; layer 1 dotted, "
+    "2 dashed, 3 dash-dot, the last solid). Does FULL drift "
     "toward the DIAG structure? Look for the share outside DIAG falling and R² rising as training proceeds, and "
     "for the dotted DIAG-projection loss meeting the model's loss: where they stay apart, the non-DIAG remainder "
     "carries function. A low effective rank of the remainder means a low-rank component, a high one noise."))
