@@ -34,7 +34,7 @@ def as_predictor(model: "LinearTransformer | Predictor") -> Predictor:
 
 
 def per_layer_predictor(model: LinearTransformer) -> Predictor:
-    """batch -> [L+1, batch]: the prediction −y_query after K = 0..L layers (PAPER.md §1)."""
+    """batch -> [L+1, batch]: the prediction −y_query after K = 0..L layers."""
     def predict(batch: TaskBatch) -> Tensor:
         with torch.no_grad():
             return model.predict_per_layer(batch.tokens.to(model.cfg.torch_dtype))
