@@ -1,17 +1,19 @@
-"""Training-step speed of interp's model against a straightforward explicit-attention baseline.
+"""Training-step speed of interp's FULL, DIAG and GD++ models against an explicit-attention baseline.
 
-    OMP_NUM_THREADS=1 python experiments/bench_train.py --threads 1 --out experiments/results/bench_train.md
+    OMP_NUM_THREADS=1 nice -n 15 python experiments/bench_train.py --threads 1 --out experiments/results/bench_train.md
 
-FULL, L = 7, batch 2048, d = 10, n = 20, one head (the issue's setting). The baseline forms the
-explicit (n+1)×n score matrix of every head, e_i += Σ_k P_k Σ_j e_j (e_jᵀ Q_k e_i); interp's model
-goes through the per-sequence second moment S (PAPER.md §1). Both run in the same process, their
-steps interleaved, so machine load hits them alike; reported are medians and their ratio, plus the
-fraction of this CPU's measured float32 matmul peak that interp's step reaches.
+L = 7, batch 2048, d = 10, n = 20, one head, one Adam step each (fresh data sampled inside the step, as in
+`interp train`). Implementations: interp's hook-free path (interp.moments: second moments only, hand-written
+backward) for FULL, DIAG and GD++; the same FULL recursion differentiated by autograd (interp before the
+hand-written backward); and the explicit-score formulation e_i += Σ_k P_k Σ_j e_j (e_jᵀ Q_k e_i), which forms the
+(n+1)×n score matrix of every head. All run in one process, their steps interleaved, so load changes hit them
+alike; reported are medians, ratios, and the fraction of this CPU's measured float32 matmul peak.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -20,9 +22,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from interp import moments
 from interp.config import ModelConfig
 from interp.model import LinearTransformer
 from interp.tasks import sample_tasks
+
+WIDTHS = {1: (3, 4, 8), 5: (7, 8), 10: (12, 16), 15: (17, 20, 24)}  # d → widths of Ŝ to try (d + 2 first)
 
 
 class ExplicitAttention(nn.Module):
@@ -42,7 +47,33 @@ class ExplicitAttention(nn.Module):
         return -Z[:, -1, -1]
 
 
-def step_fn(model: nn.Module, opt, gen, batch: int, d: int, n: int):
+class AutogradMoments(nn.Module):
+    """interp's previous hook-free FULL path: S^{l+1} = (I+A) S (I+A)ᵀ at width d + 1, differentiated by autograd."""
+
+    def __init__(self, P: torch.Tensor, Q: torch.Tensor):
+        super().__init__()
+        self.P, self.Q = nn.Parameter(P.clone()), nn.Parameter(Q.clone())  # [L, H, D, D]
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        ctx, query = tokens[:, :-1], tokens[:, -1]
+        S = ctx.transpose(1, 2) @ ctx
+        B, D, _ = S.shape
+        for l, (P, Q) in enumerate(zip(self.P, self.Q)):
+            H = P.shape[0]
+            SQ = (S.reshape(B * D, D) @ Q.permute(1, 0, 2).reshape(D, H * D)).reshape(B, D, H, D)
+            SQ = SQ.permute(2, 1, 0, 3).reshape(H, D, B * D)
+            A = (P @ SQ).reshape(H, D, B, D).permute(2, 0, 1, 3).sum(1)  # Σ_k P_k S Q_k
+            if l == len(self.P) - 1:
+                return -(query[:, -1] + (A[:, -1, :] * query).sum(-1))
+            query = query + (A * query[:, None, :]).sum(-1)
+            M = A + torch.eye(D, dtype=A.dtype, device=A.device)
+            S = M @ S @ M.transpose(1, 2)
+        raise AssertionError("unreachable")
+
+
+def step_fn(model: nn.Module, gen: torch.Generator, batch: int, d: int, n: int):
+    opt = torch.optim.Adam(model.parameters(), lr=1e-5)
+
     def step():
         data = sample_tasks(batch, d, n, "uniform:5", gen)
         loss = 0.5 * ((model(data.tokens) - data.target) ** 2).mean()
@@ -52,7 +83,7 @@ def step_fn(model: nn.Module, opt, gen, batch: int, d: int, n: int):
     return step
 
 
-def matmul_peak_gflops(threads: int, size: int = 1024, reps: int = 20) -> float:
+def matmul_peak_gflops(size: int = 1024, reps: int = 20) -> float:
     a, b = torch.randn(size, size), torch.randn(size, size)
     for _ in range(3):
         a @ b
@@ -65,16 +96,41 @@ def matmul_peak_gflops(threads: int, size: int = 1024, reps: int = 20) -> float:
 
 
 def step_flops(L: int, batch: int, d: int, n: int) -> tuple[float, float]:
-    """(interp, explicit) FLOPs of one training step: forward multiply-adds ×2, ×3 for forward + backward.
+    """(moments, explicit) FLOPs of one FULL training step: forward multiply-adds ×2, ×3 for forward + backward.
 
-    interp (hook-free path): S^0 = Σ_j e_j e_jᵀ once (n D²), then per layer A = P S Q (2 D³),
-    S ← M S Mᵀ (2 D³) and the query (D²). Explicit: Q e_i (T D²), scores (T n D), P e_j (n D²),
-    scores · values (T n D) per layer.
+    Moments: S^0 = Σ_j e_j e_jᵀ once (n D²), then per layer A = P S Q (2 D³), S ← M S Mᵀ (2 D³) and the
+    query (D²), at the true D = d + 1 (padding not counted). Explicit: Q e_i (T D²), scores (T n D),
+    P e_j (n D²), scores · values (T n D) per layer.
     """
     D, T = d + 1, n + 1
     ours = n * D * D + L * (4 * D**3 + D * D)
     explicit = L * (T * D * D + 2 * T * n * D + n * D * D)
     return 3 * 2 * batch * ours, 3 * 2 * batch * explicit
+
+
+def width_sweep(layers: int, batch: int, steps: int) -> list[str]:
+    """Forward + backward of interp.moments at every candidate width of Ŝ (zero padding), FULL and DIAG."""
+    n, lines = 20, ["| d | param | " + " | ".join(["width: ms"] * 3) + " |", "|---|---|---|---|---|"]
+    for d, widths in WIDTHS.items():
+        data = sample_tasks(batch, d, n, "uniform:5", torch.Generator().manual_seed(3))
+        runs = {}
+        for param in ("full", "diag"):
+            model = LinearTransformer(ModelConfig(d=d, n_layers=layers, param=param),
+                                      generator=torch.Generator().manual_seed(0))
+            for w in widths:
+                runs[param, w] = lambda m=model, w=w: moments.predict(m, data.tokens, width=w).square().sum().backward()
+        times = {k: [] for k in runs}
+        for fn in runs.values():
+            fn()
+        for _ in range(steps):
+            for k, fn in runs.items():
+                t = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t)
+        for param in ("full", "diag"):
+            cells = [f"{w}: {1e3 * statistics.median(times[param, w]):.1f}" for w in widths]
+            lines.append(f"| {d} | {param} | " + " | ".join(cells + [""] * (3 - len(cells))) + " |")
+    return lines
 
 
 def main() -> None:
@@ -83,53 +139,74 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=7)
     ap.add_argument("--batch", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=30, help="timed steps per implementation")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--widths", action="store_true", help="instead: time every candidate padded width of Ŝ")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    d, n, L = 10, 20, args.layers
-    ours = LinearTransformer(ModelConfig(d=d, n_layers=L, param="full"), generator=torch.Generator().manual_seed(0))
-    base = ExplicitAttention(ours.P.detach(), ours.Q.detach())
-    probe = sample_tasks(64, d, n, "uniform:5", torch.Generator().manual_seed(1))
+    if args.widths:
+        print("\n".join(width_sweep(args.layers, args.batch, args.steps)))
+        return
+    d, n, L, dev = 10, 20, args.layers, args.device
+    sync = torch.cuda.synchronize if dev.startswith("cuda") else (lambda: None)
+    models = {
+        p: LinearTransformer(ModelConfig(d=d, n_layers=L, param=p), generator=torch.Generator().manual_seed(0)).to(dev)
+        for p in ("full", "diag", "gdpp")
+    }
+    P, Q = models["full"].P.detach(), models["full"].Q.detach()
+    impls = {"interp FULL": models["full"], "interp DIAG": models["diag"], "interp GD++": models["gdpp"],
+             "FULL, autograd moments (before)": AutogradMoments(P, Q), "FULL, explicit scores": ExplicitAttention(P, Q)}
+    probe = sample_tasks(64, d, n, "uniform:5", torch.Generator(device=dev).manual_seed(1), device=dev)
     with torch.no_grad():
-        assert torch.allclose(ours(probe.tokens), base(probe.tokens), rtol=1e-4, atol=1e-6)
-    runs = {}
-    for name, model in (("interp", ours), ("explicit", base)):
-        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-        runs[name] = step_fn(model, opt, torch.Generator().manual_seed(2), args.batch, d, n)
-    data_only = lambda: sample_tasks(args.batch, d, n, "uniform:5", torch.Generator().manual_seed(3))  # noqa: E731
-    times = {name: [] for name in (*runs, "data")}
+        for name in ("FULL, autograd moments (before)", "FULL, explicit scores"):
+            assert torch.allclose(models["full"](probe.tokens), impls[name](probe.tokens), rtol=1e-4, atol=1e-6)
+    runs = {name: step_fn(m, torch.Generator(device=dev).manual_seed(2), args.batch, d, n) for name, m in impls.items()}
+    gen = torch.Generator(device=dev).manual_seed(3)
+    runs["data sampling alone"] = lambda: sample_tasks(args.batch, d, n, "uniform:5", gen, device=dev)
+    times = {name: [] for name in runs}
+    load_before = os.getloadavg()
     for _ in range(3):
         for fn in runs.values():
             fn()
-    for _ in range(args.steps):  # interleaved so load changes hit both alike
-        for name, fn in (*runs.items(), ("data", data_only)):
+    for _ in range(args.steps):  # interleaved so load changes hit all alike
+        for name, fn in runs.items():
+            sync()
             t = time.perf_counter()
             fn()
+            sync()
             times[name].append(time.perf_counter() - t)
+    load_after = os.getloadavg()
     med = {k: statistics.median(v) for k, v in times.items()}
-    peak = matmul_peak_gflops(args.threads)
+    peak = matmul_peak_gflops() if dev == "cpu" else float("nan")
     flops, flops_explicit = step_flops(L, args.batch, d, n)
-    achieved = flops / med["interp"] / 1e9
+    full, explicit = med["interp FULL"], med["FULL, explicit scores"]
+    cmd = (f"OMP_NUM_THREADS={args.threads} nice -n 15 python experiments/bench_train.py --threads {args.threads}"
+           f"{'' if L == 7 else f' --layers {L}'} --steps {args.steps}{'' if dev == 'cpu' else f' --device {dev}'}")
     lines = [
-        f"# Training-step benchmark ({time.strftime('%Y-%m-%d')})",
+        f"Command: `{cmd}`",
         "",
-        f"Command: `OMP_NUM_THREADS={args.threads} python experiments/bench_train.py --threads {args.threads}"
-        f"{'' if args.layers == 7 else f' --layers {args.layers}'} --steps {args.steps}`",
+        f"L={L}, one head, batch {args.batch}, d={d}, n={n}; torch {torch.__version__}, {args.threads} thread(s), "
+        f"{dev} ({platform.processor() or platform.machine()}, {os.cpu_count()} cores); median of {args.steps} "
+        f"interleaved Adam steps (each samples its own batch). Load average (1 min) {load_before[0]:.1f} before, "
+        f"{load_after[0]:.1f} after.",
         "",
-        f"FULL, L={L}, one head, batch {args.batch}, d={d}, n={n}; torch {torch.__version__}, "
-        f"{args.threads} thread(s), {platform.processor() or platform.machine()}; median of {args.steps} interleaved steps.",
+        "| implementation | median step (ms) | steps/s | vs explicit scores | vs interp FULL |",
+        "|---|---|---|---|---|",
+        *(f"| {k} | {1e3 * v:.1f} | {1 / v:.1f} | {explicit / v:.2f}x | {full / v:.2f}x |"
+          for k, v in med.items() if k != "data sampling alone"),
+        f"| data sampling alone (inside every step) | {1e3 * med['data sampling alone']:.1f} | | | |",
         "",
-        "| implementation | median step (ms) | steps/s |",
-        "|---|---|---|",
-        *(f"| {k} | {1e3 * med[k]:.1f} | {1 / med[k]:.1f} |" for k in runs),
-        f"| data sampling alone (in both) | {1e3 * med['data']:.1f} | |",
-        "",
-        f"Speed-up of interp over the explicit-score baseline: **{med['explicit'] / med['interp']:.2f}x**.",
-        "",
-        f"Measured float32 matmul peak (1024² sgemm, best of 20): {peak:.1f} GFLOP/s. interp's step does about "
-        f"{flops / 1e9:.2f} GFLOP (forward ×3), i.e. {achieved:.1f} GFLOP/s = **{100 * achieved / peak:.0f}% of peak**; "
-        f"the explicit baseline does {flops_explicit / 1e9:.2f} GFLOP, {flops_explicit / flops:.1f}x more.",
+        f"interp FULL over the explicit-score formulation: **{explicit / full:.2f}x**; DIAG and GD++ over FULL: "
+        f"**{full / med['interp DIAG']:.2f}x** and **{full / med['interp GD++']:.2f}x**.",
     ]
+    if dev == "cpu":
+        achieved = flops / full / 1e9
+        lines += ["", f"Measured float32 matmul peak (1024² sgemm, best of 20): {peak:.1f} GFLOP/s. A FULL step does "
+                  f"about {flops / 1e9:.2f} GFLOP of model arithmetic (forward ×3, true width d + 1), i.e. "
+                  f"{achieved:.1f} GFLOP/s = **{100 * achieved / peak:.0f}% of peak** "
+                  f"({100 * flops / (full - med['data sampling alone']) / 1e9 / peak:.0f}% without data sampling); "
+                  f"the explicit formulation does {flops_explicit / 1e9:.2f} GFLOP, "
+                  f"{flops_explicit / flops:.1f}x more."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -27,6 +27,7 @@ from interp.model import LinearTransformer
 from interp.probes.drift import EVAL_SEED, DriftData, drift_trajectory
 from interp.probes.forms import diag_projection
 from interp.records import jsonable
+from interp.run import Run
 from interp.train import is_complete, load_run_config
 
 ROOT = Path(__file__).resolve().parent
@@ -40,7 +41,7 @@ MILESTONES = [0, 100, 300, 1000, 2000, 4000, 8000]  # steps reported in the tabl
 def discover() -> tuple[list[Path], list[Path]]:
     """(complete, incomplete) 4-layer FULL run directories."""
     found = sorted(ZOO.glob("full4_*")) + sorted((ZOO / "drift").glob("full4_*"))
-    found = [p for p in found if (p / "config.json").exists()]
+    found = [p for p in found if Run.is_run(p)]
     done = [p for p in found if is_complete(p)]
     return done, [p for p in found if p not in done]
 

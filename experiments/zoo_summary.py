@@ -18,13 +18,14 @@ import torch
 from interp.checkpoints import list_checkpoints, load
 from interp.evalset import EvalSet
 from interp.evaluate import evaluate, paper_value
+from interp.run import Run
 from interp.train import is_complete, load_run_config
 
 ZOO = Path(__file__).resolve().parent / "zoo"
 
 
 def runs(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("config.json") if (p.parent / "checkpoints").is_dir())
+    return [r.config_path for r in Run.find(root, recursive=True) if r.checkpoint_dir.is_dir()]
 
 
 def main() -> int:
@@ -58,8 +59,8 @@ def main() -> int:
         "# Model zoo",
         "",
         "Trained with `interp train` (fast preset: Adam, batch 2048, 2000×L steps, one-cycle lr, clip 1.0; "
-        "one CPU thread). Each directory holds `config.json`, `COMMAND`, `metrics.jsonl`, the geometric "
-        "trajectory `checkpoints/step_*.safetensors` and `resume.safetensors`. `drift/` holds the extra "
+        f"one CPU thread). Each directory holds `{Run.CONFIG_FILE}`, `COMMAND`, `{Run.METRICS_FILE}`, the geometric "
+        f"trajectory `{Run.CKPT_DIR}/step_*.safetensors` and `{Run.RESUME_FILE}`. `drift/` holds the extra "
         "FULL seeds and the DIAG-started run of the drift study.",
         "",
         f"Adjusted loss: ½·MSE minus the oracle ridge's, {args.n_seq:,} sequences of the training prior, "

@@ -12,9 +12,11 @@ from interp.probes import (
     DiagProjection, DriftData, ImplicitModel, diag_ablation, diag_projection, drift_trajectory, fit_layer_maps,
     implicit_model, lemma44, probe_model, run_drift,
 )
+from interp.run import Run, RunLocked
 from interp.spectral import SpectralContext
 from interp.tasks import NoisePrior, TaskBatch, sample_tasks
 from interp.train import train
+from interp.sweep import sweep
 from interp.tuning import baselines as tuned_baselines
 from interp.tuning import tuned
 
@@ -33,6 +35,8 @@ __all__ = [
     "ModelConfig",
     "NoisePrior",
     "Omegas",
+    "Run",
+    "RunLocked",
     "SpectralContext",
     "TaskBatch",
     "TrainConfig",
@@ -59,5 +63,6 @@ __all__ = [
     "sigma_profile",
     "train",
     "tuned",
+    "sweep",
     "tuned_baselines",
 ]

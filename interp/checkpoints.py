@@ -1,17 +1,15 @@
-"""Checkpoints: safetensors tensors with a JSON config in the header; atomic writes; never unpickles.
+"""Checkpoint files: safetensors tensors with a JSON config in the header; atomic writes; never unpickles.
 
-Run directory layout (written by interp.train):
-  config.json                      the TrainConfig, with "format_version"
-  checkpoints/step_{step:07d}.safetensors   the geometric trajectory (model weights only)
-  resume.safetensors               the latest full state: weights, Adam state, data RNG
-  metrics.jsonl                    one JSON line per logged step
+Reads are bounded: only regular files, a capped header, and every declared shape checked against the file
+size and against ModelConfig's limits before anything is allocated. The layout of a run directory (config,
+trajectory, resume state, metrics, lock) belongs to interp.run.Run alone.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,19 +24,15 @@ from interp.model import LinearTransformer
 
 FORMAT = "interp-checkpoint"
 FORMAT_VERSION = 1
-CKPT_DIR = "checkpoints"
-CKPT_RE = re.compile(r"^step_(\d+)\.safetensors$")
-RESUME_FILE = "resume.safetensors"
-CONFIG_FILE = "config.json"
-METRICS_FILE = "metrics.jsonl"
+MAX_HEADER_BYTES = 1 << 20  # a safetensors header above 1 MiB is not one of ours
+MAX_FILE_BYTES = 1 << 34  # 16 GiB: MAX_PARAMS float64 weights with Adam state fit well below
+MAX_TEXT_BYTES = 1 << 28  # config / metrics / JSON inputs
+ST_ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+MODEL_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
 
 
 class CheckpointError(ValueError):
     """A checkpoint or run directory that cannot be used; the message names the file and the problem."""
-
-
-def checkpoint_name(step: int) -> str:
-    return f"step_{step:07d}.safetensors"
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -81,32 +75,85 @@ def save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict[
     atomic_write_bytes(path, st_save(tensors, metadata=header))
 
 
+def read_regular_file(path: str | Path, limit: int = MAX_FILE_BYTES, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; never blocks on a FIFO or reads a device."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such file") from None
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot read ({err.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise CheckpointError(f"{path}: is a directory, not a {what}")
+        if not stat.S_ISREG(st.st_mode):
+            raise CheckpointError(f"{path}: not a regular file (a FIFO, device or socket); refusing to read it")
+        if st.st_size > limit:
+            raise CheckpointError(f"{path}: {st.st_size} bytes, more than the {limit} a {what} may have")
+        try:
+            return fh.read(limit + 1)[:limit]
+        except OSError as err:
+            raise CheckpointError(f"{path}: cannot read ({err.strerror})") from None
+
+
+def _check_header(path: Path, data: bytes) -> dict:
+    """The safetensors JSON header, every tensor's dtype, shape and byte range checked against the file."""
+    if len(data) < 8:
+        raise CheckpointError(f"{path}: not a valid safetensors file ({len(data)} bytes, too short)")
+    size = int.from_bytes(data[:8], "little")
+    if size > MAX_HEADER_BYTES or 8 + size > len(data):
+        raise CheckpointError(f"{path}: not a valid safetensors file (header of {size} bytes in a file of {len(data)})")
+    try:
+        header = json.loads(data[8 : 8 + size])
+    except (ValueError, RecursionError) as err:  # RecursionError: nested too deep
+        raise CheckpointError(f"{path}: not a valid safetensors file (header is not JSON: {err})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: not a valid safetensors file (header is not a JSON object)")
+    body = len(data) - 8 - size
+    for name, info in header.items():
+        if name == "__metadata__":
+            if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+                raise CheckpointError(f"{path}: safetensors metadata must map names to strings")
+            continue
+        ok = isinstance(info, dict) and info.get("dtype") in ST_ITEMSIZE and isinstance(info.get("shape"), list)
+        shape, offsets = (info.get("shape"), info.get("data_offsets")) if ok else (None, None)
+        ok = ok and len(shape) <= 8 and all(type(n) is int and 0 <= n <= MAX_FILE_BYTES for n in shape)
+        ok = ok and isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
+        if not ok:
+            raise CheckpointError(f"{path}: tensor {str(name)[:60]!r} has a malformed header entry")
+        numel = 1
+        for n in shape:
+            numel *= n
+        begin, end = offsets
+        if not 0 <= begin <= end <= body or end - begin != numel * ST_ITEMSIZE[info["dtype"]]:
+            raise CheckpointError(f"{path}: tensor {str(name)[:60]!r} declares shape {shape} ({info['dtype']}) but "
+                                  f"bytes [{begin}, {end}) of a {body}-byte body (truncated or corrupt)")
+    return header
+
+
 def read_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Read and validate a file written by save_tensors; CheckpointError names the file and the problem."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise CheckpointError(f"{path}: is a directory, not a checkpoint file") from None
-    except OSError as err:
-        raise CheckpointError(f"{path}: cannot read ({err.strerror})") from None
+    data = read_regular_file(path, MAX_FILE_BYTES, "checkpoint file")
+    header = _check_header(path, data).get("__metadata__") or {}
     try:
         tensors = st_load(data)
-        header_len = int.from_bytes(data[:8], "little")
-        header = json.loads(data[8 : 8 + header_len]).get("__metadata__") or {}
-    except (SafetensorError, ValueError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (SafetensorError, ValueError, TypeError, RuntimeError, OverflowError) as err:
         raise CheckpointError(f"{path}: not a valid safetensors file (truncated or corrupt: {err})") from None
     if header.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not an interp checkpoint (header format {header.get('format')!r})")
+        raise CheckpointError(f"{path}: not an interp checkpoint (header format {str(header.get('format'))[:60]!r})")
     version = header.get("format_version")
     if version != str(FORMAT_VERSION):
-        raise CheckpointError(f"{path}: unknown checkpoint format version {version!r} (this interp reads {FORMAT_VERSION})")
+        raise CheckpointError(f"{path}: unknown checkpoint format version {version!r:.60} "
+                              f"(this interp reads {FORMAT_VERSION})")
     try:
         meta = json.loads(header["meta"])
-    except (KeyError, json.JSONDecodeError):
+    except (KeyError, ValueError, RecursionError):
         raise CheckpointError(f"{path}: checkpoint header has no readable 'meta' JSON") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: checkpoint 'meta' must be a JSON object, got {meta!r:.60}")
     return tensors, meta
 
 
@@ -121,12 +168,13 @@ def save_checkpoint(path: str | Path, model: LinearTransformer, step: int, **ext
 
 
 def model_from_tensors(path: Path, tensors: dict[str, torch.Tensor], cfg_dict: Any) -> LinearTransformer:
+    """A model from its weights and config dict; sizes and dtypes are checked before the model is allocated."""
     try:
         cfg = ModelConfig.from_dict(cfg_dict)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: bad model config ({err})") from None
-    model = LinearTransformer(cfg, init=False)
-    expected = model.state_dict()
+    with torch.device("meta"):  # the expected names and shapes, without allocating what the config declares
+        expected = LinearTransformer(cfg, init=False).state_dict()
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
     if missing:
@@ -138,48 +186,54 @@ def model_from_tensors(path: Path, tensors: dict[str, torch.Tensor], cfg_dict: A
             raise CheckpointError(
                 f"{path}: tensor {key} has shape {list(tensors[key].shape)}, config implies {list(ref.shape)}"
             )
+        if tensors[key].dtype != cfg.torch_dtype:
+            raise CheckpointError(f"{path}: tensor {key} is {str(tensors[key].dtype).removeprefix('torch.')}, "
+                                  f"its config says {cfg.dtype}")
         if not torch.isfinite(tensors[key]).all():
             raise CheckpointError(f"{path}: tensor {key} holds non-finite values")
-    model.load_state_dict({k: v.to(ref.dtype) for k, v in tensors.items() for ref in [expected[k]]})
+    model = LinearTransformer(cfg, init=False)
+    model.load_state_dict(tensors)
     return model
 
 
-def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
-    """The trajectory of a run directory as (step, path), sorted by step."""
-    ckdir = Path(run_dir) / CKPT_DIR
-    if not ckdir.is_dir():
-        return []
-    found = []
-    for entry in ckdir.iterdir():
-        m = CKPT_RE.match(entry.name)
-        if m:
-            found.append((int(m.group(1)), entry))
-    return sorted(found)
+def _check_meta(path: Path, meta: dict[str, Any]) -> None:
+    if "model_config" not in meta:
+        raise CheckpointError(f"{path}: checkpoint metadata has no model_config")
+    step = meta.get("step")
+    if step is not None and (type(step) is not int or step < 0):
+        raise CheckpointError(f"{path}: checkpoint step must be an integer >= 0, got {step!r:.60}")
+    noise = meta.get("noise")
+    if noise is not None:
+        from interp.tasks import as_prior
+
+        try:
+            as_prior(noise)
+        except ValueError as err:
+            raise CheckpointError(f"{path}: bad training noise prior in the metadata ({err})") from None
 
 
+def load_file(file: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:
+    """(model, metadata) of one checkpoint file (a resume file's weights count as a model)."""
+    file = Path(file)
+    tensors, meta = read_tensors(file)
+    _check_meta(file, meta)
+    tensors = {k.removeprefix("model."): v for k, v in tensors.items() if not k.startswith(("opt.", "rng."))}
+    model = model_from_tensors(file, tensors, meta["model_config"])
+    model.eval()
+    return model, meta
+
+
+# A checkpoint path may name a run directory: interp.run resolves it (imported late: run imports this module).
 def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint file as given, or the last checkpoint of a run directory."""
-    path = Path(path)
-    if path.is_dir():
-        ckpts = list_checkpoints(path)
-        if not ckpts:
-            raise CheckpointError(f"{path}: directory holds no checkpoints ({CKPT_DIR}/step_*.safetensors)")
-        return ckpts[-1][1]
-    if not path.exists():
-        raise CheckpointError(f"{path}: no such file or directory")
-    return path
+    from interp.run import resolve_checkpoint as resolve
+
+    return resolve(path)
 
 
 def load_with_meta(path: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:
     """(model, metadata) from a checkpoint file or a run directory (its last checkpoint)."""
-    file = resolve_checkpoint(path)
-    tensors, meta = read_tensors(file)
-    if "model_config" not in meta:
-        raise CheckpointError(f"{file}: checkpoint metadata has no model_config")
-    tensors = {k[len("model."):] if k.startswith("model.") else k: v for k, v in tensors.items() if not k.startswith(("opt.", "rng."))}
-    model = model_from_tensors(file, tensors, meta["model_config"])
-    model.eval()
-    return model, meta
+    return load_file(resolve_checkpoint(path))
 
 
 def load(path: str | Path) -> LinearTransformer:
@@ -187,9 +241,15 @@ def load(path: str | Path) -> LinearTransformer:
     return load_with_meta(path)[0]
 
 
+def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """The trajectory of a run directory as (step, path), sorted by step (interp.run.Run.checkpoints)."""
+    from interp.run import Run
+
+    return Run(run_dir).checkpoints()
+
+
 def load_trajectory(run_dir: str | Path) -> list[tuple[int, LinearTransformer]]:
-    """Every checkpoint of a run directory, as (step, model), sorted by step."""
-    ckpts = list_checkpoints(run_dir)
-    if not ckpts:
-        raise CheckpointError(f"{run_dir}: no checkpoints found under {CKPT_DIR}/")
-    return [(step, load(p)) for step, p in ckpts]
+    """Every checkpoint of a run directory, as (step, model), sorted by step (interp.run.Run.trajectory)."""
+    from interp.run import Run
+
+    return Run(run_dir).trajectory()

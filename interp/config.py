@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +14,56 @@ import torch
 
 PARAMS = ("full", "diag", "gdpp")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+# Sane limits, checked before anything is allocated (a config or checkpoint header can declare anything).
+MAX_D, MAX_LAYERS, MAX_HEADS = 4096, 256, 256
+MAX_PARAMS = 2**28  # weights of one model (1 GiB in float32)
+MAX_BATCH_ELEMENTS = 2**28  # batch * (n + 1) * (d + 1): the token tensor of one training step
+MAX_STEPS, MAX_N = 10**9, 2**20
+MAX_SEED = 2**62
+
+
+def _check_fields(obj: Any) -> None:
+    """Type-check a frozen dataclass against its annotations: int (not bool), float (finite, ints allowed),
+    str, a nested dataclass, or None where the annotation allows it. Integral / real numbers are normalised."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value, hint = getattr(obj, f.name), hints[f.name]
+        args = typing.get_args(hint) or (hint,)
+        if value is None and type(None) in args:
+            continue
+        kinds = [a for a in args if a is not type(None)]
+        kind = kinds[0] if len(kinds) == 1 else None
+        if kind is int and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            object.__setattr__(obj, f.name, int(value))
+        elif kind is float and isinstance(value, numbers.Real) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise ValueError(f"{f.name} must be finite, got {value}")
+            object.__setattr__(obj, f.name, float(value))
+        elif not (isinstance(kind, type) and isinstance(value, kind) and not isinstance(value, bool)):
+            want = " or ".join("null" if a is type(None) else getattr(a, "__name__", str(a)) for a in args)
+            raise TypeError(f"{f.name} must be {want}, got {value!r}")
+
+
+def _check_range(name: str, value: int | float, low: int | float, high: int | float) -> None:
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+
+
+def check_device(device: str) -> str:
+    """`device` if torch can use it on this machine, else ValueError naming it (no allocation is tried)."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device {device!r} is not a torch device ({err})") from None
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (dev.index or 0) >= count:
+            raise ValueError(f"device {device!r}: this machine has {count} usable CUDA device(s)")
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r}: MPS is not available on this machine")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device {device!r}: interp runs on cpu, cuda or mps")
+    return device
 
 
 @dataclass(frozen=True)
@@ -29,16 +82,24 @@ class ModelConfig:
     init_scale: float = 2e-3  # std of the initial entries, divided by n_layers (PAPER.md §7)
 
     def __post_init__(self) -> None:
-        if self.d < 1:
-            raise ValueError(f"d must be >= 1, got {self.d}")
-        if self.n_layers < 1:
-            raise ValueError(f"n_layers must be >= 1, got {self.n_layers}")
-        if self.n_heads < 1:
-            raise ValueError(f"n_heads must be >= 1, got {self.n_heads}")
+        _check_fields(self)
+        _check_range("d", self.d, 1, MAX_D)
+        _check_range("n_layers", self.n_layers, 1, MAX_LAYERS)
+        _check_range("n_heads", self.n_heads, 1, MAX_HEADS)
+        _check_range("init_scale", self.init_scale, 0.0, 1e6)
         if self.param not in PARAMS:
             raise ValueError(f"param must be one of {', '.join(PARAMS)}, got {self.param!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.n_params > MAX_PARAMS:
+            raise ValueError(f"{self.n_params} weights (L={self.n_layers}, H={self.n_heads}, d={self.d}) exceed the "
+                             f"limit of {MAX_PARAMS}")
+
+    @property
+    def n_params(self) -> int:
+        """Number of weights: 2·(d+1)² per FULL head (P, Q), 4 per DIAG head, 3 per GD++ head."""
+        per_head = {"full": 2 * self.d_model**2, "diag": 4, "gdpp": 3}.get(self.param, 0)
+        return self.n_layers * self.n_heads * per_head
 
     @property
     def d_model(self) -> int:
@@ -49,11 +110,24 @@ class ModelConfig:
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
 
+    # What TransformerLens's utilities read from a model's cfg (ActivationCache decompositions, patching).
+    # Properties, not fields: checkpoints and config files store exactly the fields above.
+    attn_only = property(lambda self: True, doc="No MLP layers.")
+    normalization_type = property(lambda self: None, doc="No LayerNorm: apply_ln leaves stacks unchanged.")
+    final_rms = property(lambda self: False)
+    d_mlp = property(lambda self: None)
+    d_head = property(lambda self: self.d + 1, doc="Each head writes a full token-width update P_k S Q_k e_i.")
+    n_key_value_heads = property(lambda self: None)
+    device = property(lambda self: getattr(self, "_device", "cpu"),
+                      doc="Where the model's weights live; kept current by LinearTransformer, never stored.")
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+        if not isinstance(data, dict):
+            raise TypeError(f"model config must be a JSON object, got {data!r:.60}")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
@@ -76,12 +150,37 @@ class TrainConfig:
     schedule: str | None = None  # "onecycle" or "constant"
     warmup: float = 0.1  # one-cycle: fraction of steps spent warming up
     clip: float | None = 1.0  # gradient-norm clip; None for none
+    guard: str = "robust"  # "robust": blown-up sequences are dropped or log-compressed (train._loss); "none"
     n_checkpoints: int = 30  # geometric trajectory, step 0 to the end
     resume_every: int = 500  # steps between resume-state saves
     log_every: int = 50
     init: str | None = None  # checkpoint to start from (FULL runs may start from a DIAG model)
     init_noise: float = 0.0  # std of the perturbation added to an `init` model
     device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
+        from interp.tasks import as_prior
+
+        as_prior(self.noise)  # ValueError naming the spec
+        _check_range("n", self.n, 1, MAX_N)
+        _check_range("seed", self.seed, -MAX_SEED, MAX_SEED)
+        _check_range("batch", self.batch, 1, MAX_BATCH_ELEMENTS)
+        _check_range("n_checkpoints", self.n_checkpoints, 1, 10_000)
+        _check_range("resume_every", self.resume_every, 1, MAX_STEPS)
+        _check_range("log_every", self.log_every, 1, MAX_STEPS)
+        _check_range("warmup", self.warmup, 0.0, 1.0)
+        _check_range("init_noise", self.init_noise, 0.0, 1e6)
+        if self.steps is not None:
+            _check_range("steps", self.steps, 1, MAX_STEPS)
+        if self.lr is not None and not 0 < self.lr <= 1e3:
+            raise ValueError(f"lr must be in (0, 1000], got {self.lr}")
+        if self.clip is not None and not self.clip > 0:
+            raise ValueError(f"clip must be > 0 or null, got {self.clip}")
+        elements = self.batch * (self.n + 1) * self.model.d_model
+        if elements > MAX_BATCH_ELEMENTS:
+            raise ValueError(f"batch {self.batch} x (n+1) {self.n + 1} x (d+1) {self.model.d_model} = {elements} token "
+                             f"entries per step exceed the limit of {MAX_BATCH_ELEMENTS}")
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -90,6 +189,10 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        if not isinstance(data, dict):
+            raise TypeError(f"train config must be a JSON object, got {data!r:.60}")
+        if "model" not in data:
+            raise ValueError("train config has no 'model'")
         data = dict(data)
         data["model"] = ModelConfig.from_dict(data["model"])
         names = {f.name for f in dataclasses.fields(cls)}

@@ -7,10 +7,11 @@ The prediction is ŷ = −y of the query after the last layer.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
-from einops import rearrange
+from einops import einsum, rearrange
 from jaxtyping import Float
 from torch import Tensor, nn
 
@@ -21,6 +22,7 @@ except ImportError:  # pragma: no cover - older releases
 from transformer_lens.ActivationCache import ActivationCache
 from transformer_lens.hook_points import HookPoint
 
+from interp import moments
 from interp.config import ModelConfig
 
 
@@ -36,6 +38,20 @@ class Omegas:
     def stack(self) -> Float[Tensor, "L 4"]:
         """Columns ω_xx, ω_xy, ω_yx, ω_yy."""
         return torch.stack([self.omega_xx, self.omega_xy, self.omega_yx, self.omega_yy], dim=-1)
+
+
+def has_hooks(module: nn.Module) -> bool:
+    """Whether any forward, forward-pre or backward hook is registered on this one module."""
+    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+                or module._backward_pre_hooks)
+
+
+def global_hooks() -> bool:
+    """Whether a hook registered with torch.nn.modules.module.register_module_*_hook applies to every module."""
+    m = torch.nn.modules.module
+    names = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+             "_global_backward_pre_hooks")
+    return any(getattr(m, name, None) for name in names)
 
 
 def diag_matrices(
@@ -66,6 +82,7 @@ class LinearAttention(nn.Module):
             if cfg.param == "diag":
                 self.q_y = nn.Parameter(torch.zeros(H, **kw))
         self.hook_stats = HookPoint()  # S = Σ_{j≤n} e_j e_jᵀ, [batch, D, D]
+        self.hook_pattern = HookPoint()  # e_jᵀ Q_k e_i, [batch, head, query pos, key pos]; only when hooked
         self.hook_result = HookPoint()  # per-head update P_k S Q_k e_i, [batch, pos, head, D]
 
     def diag_params(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -99,7 +116,25 @@ class LinearAttention(nn.Module):
         ctx = resid[:, :-1]  # keys and values come from the n context tokens only
         S = self.hook_stats(ctx.transpose(1, 2) @ ctx)  # S = Σ_{j≤n} e_j e_jᵀ (PAPER.md §1)
         A = self.head_maps(S).reshape(B, -1, D)  # [B, H*D, D]
-        return self.hook_result((resid @ A.transpose(1, 2)).reshape(B, T, -1, D))  # A_k e_i per head
+        result = (resid @ A.transpose(1, 2)).reshape(B, T, -1, D)  # A_k e_i per head
+        if has_hooks(self.hook_pattern):  # the pattern costs O(pos²): built only for a hook or a cache
+            result = result + self.pattern_edit(resid)
+        return self.hook_result(result)
+
+    def pattern_edit(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos H D"]:
+        """Runs hook_pattern; returns what its edit adds to every head's update (exactly 0 when unedited).
+
+        pattern[b, k, i, j] = e_jᵀ Q_k e_i is the weight context token j gets in token i's update
+        P_k S Q_k e_i = Σ_j P_k e_j (e_jᵀ Q_k e_i) (the linear self-attention of Vladymyrov et al. 2024);
+        the query's own key column is 0 (the query is masked as a key).
+        An edit to pattern' adds Σ_j P_k e_j (pattern' − pattern)[b, k, i, j].
+        """
+        P, Q = self.matrices()
+        pattern = einsum(resid, Q, resid, "b j a, h a c, b i c -> b h i j")
+        is_query_key = torch.arange(resid.shape[1], device=resid.device) == resid.shape[1] - 1
+        pattern = pattern.masked_fill(is_query_key, 0.0)
+        edited = self.hook_pattern(pattern.clone())  # a copy, so an in-place hook edit shows in the difference
+        return einsum(P, edited - pattern, resid, "h a c, b h i j, b j c -> b i h a")
 
 
 class LinearBlock(nn.Module):
@@ -121,8 +156,10 @@ class LinearBlock(nn.Module):
 class LinearTransformer(HookedRootModule):
     """L layers of linear self-attention reading out ŷ = −y_query (PAPER.md §1).
 
-    Hook points (TransformerLens names): `hook_tokens`, and for every layer l
+    Hook points (TransformerLens names): `hook_tokens` and `hook_embed` (both the input tokens, on a
+    copy, so in-place hooks never change the caller's tensor), and for every layer l
     `blocks.{l}.hook_resid_pre`, `blocks.{l}.attn.hook_stats` [batch, D, D],
+    `blocks.{l}.attn.hook_pattern` [batch, head, pos, pos] (computed only when hooked or cached),
     `blocks.{l}.attn.hook_result` [batch, pos, head, D], `blocks.{l}.hook_attn_out`,
     `blocks.{l}.hook_resid_post`; D = d + 1, pos = n + 1.
     """
@@ -131,10 +168,25 @@ class LinearTransformer(HookedRootModule):
         super().__init__()
         self.cfg = cfg
         self.hook_tokens = HookPoint()
+        self.hook_embed = HookPoint()  # the tokens as the residual stream's first term (decompose_resid's "embed")
         self.blocks = nn.ModuleList([LinearBlock(cfg) for _ in range(cfg.n_layers)])
         self.setup()
         if init:
             self.init_weights(generator)
+        self._sync_device()
+
+    def _apply(self, fn, *args, **kwargs):
+        out = super()._apply(fn, *args, **kwargs)
+        self._sync_device()
+        return out
+
+    def _sync_device(self) -> None:
+        """Keep cfg.device (read by TransformerLens) on the weights' device; cfg is copied, never shared-mutated."""
+        param = next(self.parameters(), None)
+        if param is not None and str(param.device) != self.cfg.device:
+            cfg = dataclasses.replace(self.cfg)
+            object.__setattr__(cfg, "_device", str(param.device))
+            self.cfg = cfg
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
         """Small Gaussian init, std = init_scale / n_layers (PAPER.md §7: ~1e-3 keeps deep models stable)."""
@@ -144,17 +196,67 @@ class LinearTransformer(HookedRootModule):
                 p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float64).to(p.dtype) * std)
 
     # ------------------------------------------------------------------ running
-    def run_with_cache(self, *args, return_cache_object: bool = True, **kwargs):
-        """(ŷ, cache); the cache is an ActivationCache, so `cache["resid_pre", 0]` works as in TransformerLens."""
-        out, cache_dict = super().run_with_cache(*args, **kwargs)
+    def run_with_cache(
+        self, tokens: Float[Tensor, "batch pos D"], *, names_filter=None, device=None, remove_batch_dim: bool = False,
+        incl_bwd: bool = False, metric=None, reset_hooks_end: bool = True, clear_contexts: bool = False,
+        pos_slice=None, return_cache_object: bool = True,
+    ):
+        """(ŷ, cache) as in TransformerLens; the cache is an ActivationCache (`cache["resid_pre", 0]`).
+
+        incl_bwd=True backpropagates `metric(ŷ)`, which must be one number (default: ŷ itself, so a batch
+        of one sequence; on a larger batch pass e.g. `metric=lambda y_hat: ((y_hat - target) ** 2).mean()`), and caches
+        every gradient as `<hook name>_grad`, the input tokens' included. pos_slice slices the
+        positional activations only; hook_stats (S, no position axis) is cached whole.
+        """
+        if remove_batch_dim and tokens.shape[0] != 1:
+            raise ValueError(f"remove_batch_dim needs a batch of 1, got tokens of shape {list(tokens.shape)}")
+        cache_dict, fwd, bwd = self.get_caching_hooks(names_filter, incl_bwd, device, remove_batch_dim,
+                                                      pos_slice=pos_slice)
+        if incl_bwd and not tokens.requires_grad:  # so the tokens' own hooks (and layer 0's S) get gradients
+            tokens = tokens.detach().clone().requires_grad_(True)
+        with self.hooks(fwd, bwd, reset_hooks_end, clear_contexts):
+            out = self(tokens)
+            if incl_bwd:
+                value = out if metric is None else metric(out)
+                if not isinstance(value, Tensor) or value.numel() != 1:
+                    shape = list(value.shape) if isinstance(value, Tensor) else type(value).__name__
+                    raise ValueError(f"incl_bwd backpropagates a scalar, got {shape}: on a batch pass metric=, "
+                                     "e.g. metric=lambda y_hat: y_hat.sum()")
+                value.backward()
         if return_cache_object:
-            return out, ActivationCache(cache_dict, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
+            return out, ActivationCache(cache_dict, self, has_batch_dim=not remove_batch_dim)
         return out, cache_dict
+
+    def get_caching_hooks(self, names_filter=None, incl_bwd: bool = False, device=None, remove_batch_dim: bool = False,
+                          cache: dict | None = None, pos_slice=None):
+        """TransformerLens's caching hooks, except that pos_slice leaves hook_stats (no position axis) whole."""
+        if names_filter is None:
+            keep = lambda name: True
+        elif isinstance(names_filter, str):
+            keep = lambda name: name == names_filter
+        elif isinstance(names_filter, (list, tuple, set)):
+            keep = lambda name: name in names_filter
+        elif callable(names_filter):
+            keep = names_filter
+        else:
+            raise ValueError(f"names_filter must be a hook name, a list of names or a function, got {names_filter!r}")
+        is_stats = lambda name: name.endswith("attn.hook_stats")
+        cache = {} if cache is None else cache
+        hooks = [super().get_caching_hooks(lambda name: keep(name) and not is_stats(name), incl_bwd, device,
+                                           remove_batch_dim, cache, pos_slice=pos_slice),
+                 super().get_caching_hooks(lambda name: keep(name) and is_stats(name), incl_bwd, device,
+                                           remove_batch_dim, cache, pos_slice=None)]
+        return cache, hooks[0][1] + hooks[1][1], hooks[0][2] + hooks[1][2]
+
+    def accumulated_bias(self, layer: int | None = None, mlp_input: bool = False,
+                         include_mlp_biases: bool = True) -> Float[Tensor, "D"]:
+        """Zeros: the model has no biases (TransformerLens's get_full_resid_decomposition adds this term)."""
+        param = next(self.parameters())
+        return torch.zeros(self.cfg.d_model, dtype=param.dtype, device=param.device)
 
     def residual_stream(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L+1 batch pos D"]:
         """Tokens before the first layer and after every layer."""
-        self._check_tokens(tokens)
-        resid = self.hook_tokens(tokens)
+        resid = self._embed(tokens)
         out = [resid]
         for block in self.blocks:
             resid = block(resid)
@@ -162,46 +264,53 @@ class LinearTransformer(HookedRootModule):
         return torch.stack(out)
 
     def forward(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
-        """ŷ = −y_{n+1} after the last layer."""
-        self._check_tokens(tokens)
+        """ŷ = −y_{n+1} after the last layer (floating tokens of another dtype are cast to the model's)."""
+        tokens = self._check_tokens(tokens)
         if not self._hooks_active():
             return self._forward_moments(tokens)
-        resid = self.hook_tokens(tokens)
+        resid = self._embed(tokens)
         for block in self.blocks:
             resid = block(resid)
         return -resid[:, -1, -1]
 
+    def _embed(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos D"]:
+        """hook_tokens, then hook_embed, on a copy: an in-place hook never changes the caller's tensor."""
+        tokens = self._check_tokens(tokens)
+        return self.hook_embed(self.hook_tokens(tokens.clone()))
+
     def _hooks_active(self) -> bool:
-        return any(hp._forward_hooks or hp._backward_hooks for hp in self.hook_dict.values())
+        """Whether any hook (HookPoint, module forward / pre-forward / backward, global) can see a submodule.
+
+        Only then does forward run token by token; otherwise the hook-free fast path, which calls no
+        submodule, is exact. Hooks on the model itself see the same input and ŷ either way.
+        """
+        return global_hooks() or any(has_hooks(m) for m in self.mod_dict.values())  # every submodule, from setup()
 
     def _forward_moments(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
-        """The same prediction without materialising the context tokens after layer 0.
-
-        Every context token is mapped by I + A^l (Theorem 4.1), so S^{l+1} = (I + A^l) S^l (I + A^l)ᵀ:
-        only S [batch, D, D] and the query token are carried. Used when no hook is attached.
-        """
-        ctx, query = tokens[:, :-1], tokens[:, -1]
-        S = ctx.transpose(1, 2) @ ctx
-        last = len(self.blocks) - 1
-        for l, block in enumerate(self.blocks):
-            A = block.attn.head_maps(S).sum(1)  # Σ_k P_k S Q_k
-            if l == last:  # only the query's y slot is read out
-                return -(query[:, -1] + (A[:, -1, :] * query).sum(-1))
-            query = query + (A * query[:, None, :]).sum(-1)  # A e_q without a batch of tiny mat-vecs
-            M = A + torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
-            S = M @ S @ M.transpose(1, 2)
-        raise AssertionError("unreachable")
+        """The same prediction from second moments only (Theorem 4.1; interp.moments). Used when no hook is attached."""
+        return moments.predict(self, tokens)
 
     def predict_per_layer(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L+1 batch"]:
         """ŷ after 0, 1, ..., L layers (row 0 is the zero prediction of the raw query)."""
         return -self.residual_stream(tokens)[:, :, -1, -1]
 
-    def _check_tokens(self, tokens: Tensor) -> None:
+    def _check_tokens(self, tokens: Tensor) -> Tensor:
+        """The tokens in the model's dtype: floating tokens of another dtype (float64 evaluation batches into a
+        float32 model) are cast, as the model's own arithmetic would round them anyway. TypeError for a list,
+        a numpy array or integer / bool tokens; ValueError for a wrong shape or an empty batch."""
+        if not isinstance(tokens, Tensor):
+            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__} (use torch.as_tensor)")
+        if not tokens.is_floating_point():
+            raise TypeError(f"tokens must be floating point, got {str(tokens.dtype).removeprefix('torch.')} "
+                            f"(the model is {self.cfg.dtype})")
         if tokens.ndim != 3 or tokens.shape[-1] != self.cfg.d_model or tokens.shape[1] < 2:
             raise ValueError(
                 f"tokens must be [batch, n+1, d+1] with d+1 = {self.cfg.d_model} and n >= 1, "
                 f"got {list(tokens.shape)}"
             )
+        if tokens.shape[0] == 0:
+            raise ValueError("tokens: empty batch (batch size 0)")
+        return tokens.to(self.cfg.torch_dtype)
 
     # ------------------------------------------------------------------ weights
     @property
@@ -233,6 +342,10 @@ class LinearTransformer(HookedRootModule):
         P, Q = torch.as_tensor(P), torch.as_tensor(Q)
         if P.ndim != 4 or P.shape != Q.shape or P.shape[-1] != P.shape[-2] or P.shape[-1] < 2:
             raise ValueError(f"P and Q must both be [L, H, d+1, d+1], got {list(P.shape)} and {list(Q.shape)}")
+        if not (P.is_floating_point() and Q.is_floating_point()):
+            raise TypeError(f"P and Q must be floating point, got {P.dtype} and {Q.dtype}")
+        if not (torch.isfinite(P).all() and torch.isfinite(Q).all()):
+            raise ValueError("P and Q must be finite (the checkpoint loader rejects NaN and inf too)")
         if dtype is None:
             dtype = "float64" if P.dtype == torch.float64 else "float32"
         L, H, D, _ = P.shape
@@ -241,7 +354,7 @@ class LinearTransformer(HookedRootModule):
             for block, p, q in zip(model.blocks, P, Q):
                 block.attn.P.copy_(p)
                 block.attn.Q.copy_(q)
-        return model
+        return model.eval()
 
     @classmethod
     def from_omegas(cls, omegas: Tensor, d: int, dtype: str = "float64") -> "LinearTransformer":
@@ -252,6 +365,8 @@ class LinearTransformer(HookedRootModule):
         omegas = torch.as_tensor(omegas, dtype=torch.float64)
         if omegas.ndim != 2 or omegas.shape[1] != 4:
             raise ValueError(f"omegas must be [L, 4], got {list(omegas.shape)}")
+        if not torch.isfinite(omegas).all():
+            raise ValueError("omegas must be finite")
         model = cls(ModelConfig(d=d, n_layers=omegas.shape[0], n_heads=2, param="diag", dtype=dtype), init=False)
         with torch.no_grad():
             for block, (w_xx, w_xy, w_yx, w_yy) in zip(model.blocks, omegas):
@@ -260,7 +375,7 @@ class LinearTransformer(HookedRootModule):
                 a.p_y.copy_(torch.tensor([0.0, 1.0]))
                 a.q_x.copy_(torch.stack([w_xx, w_yx]))
                 a.q_y.copy_(torch.stack([w_xy, w_yy]))
-        return model
+        return model.eval()
 
     def to_full(self) -> "LinearTransformer":
         """The same function as a FULL model (materialized P, Q)."""

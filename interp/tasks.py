@@ -8,6 +8,7 @@ Noise priors are given as the CLI's string specs:
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -146,6 +147,20 @@ def _gaussian(shape: tuple[int, ...], cov: Tensor | None, generator, dtype, devi
     return z @ chol.T
 
 
+def _check_sizes(batch: int, d: int, n: int) -> None:
+    """batch, d, n: integers >= 1 whose token tensor stays under interp.config.MAX_BATCH_ELEMENTS."""
+    from interp.config import MAX_BATCH_ELEMENTS
+
+    for name, value in (("batch", batch), ("d", d), ("n", n)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if batch * (n + 1) * (d + 1) > MAX_BATCH_ELEMENTS:
+        raise ValueError(f"batch {batch} x (n+1) {n + 1} x (d+1) {d + 1} token entries exceed {MAX_BATCH_ELEMENTS}; "
+                         "sample in chunks")
+
+
 def sample_tasks(
     batch: int,
     d: int = 10,
@@ -166,6 +181,7 @@ def sample_tasks(
     `sigma` overrides the prior with given per-sequence stds [batch] (per-σ profiles).
     """
     prior = as_prior(noise)
+    _check_sizes(batch, d, n)
     if generator is None:
         generator = torch.Generator(device=device).manual_seed(0)
     w = _gaussian((batch, d), w_cov, generator, dtype, device)

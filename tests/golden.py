@@ -18,6 +18,7 @@ from interp.checkpoints import load
 from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
 from interp.probes import fit_layer_maps, implicit_model
+from interp.run import Run
 from interp.tasks import sample_tasks
 from interp.train import is_complete, load_run_config
 
@@ -34,7 +35,7 @@ TOLERANCES = {  # absolute, except "rel" entries
 
 
 def zoo_runs() -> list[str]:
-    return sorted(p.name for p in ZOO.iterdir() if (p / "config.json").exists() and is_complete(p))
+    return sorted(p.name for p in ZOO.iterdir() if Run.is_run(p) and is_complete(p))
 
 
 def golden_values(name: str) -> dict:

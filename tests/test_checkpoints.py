@@ -7,21 +7,22 @@ from safetensors.torch import save_file
 
 import interp
 from interp import checkpoints as ck
+from interp.run import Run
 from tests.helpers import random_diag, random_full, small_batch
 
 
 def test_round_trip_file_and_run_dir(tmp_path):
     model = random_diag(d=3, n_layers=2, n_heads=2, param="gdpp")
-    ck.save_checkpoint(tmp_path / "checkpoints" / ck.checkpoint_name(5), model, 5)
-    ck.save_checkpoint(tmp_path / "checkpoints" / ck.checkpoint_name(12), random_full(d=3, n_layers=2), 12)
-    loaded, meta = ck.load_with_meta(tmp_path / "checkpoints" / ck.checkpoint_name(5))
+    ck.save_checkpoint(Run(tmp_path).checkpoint_path(5), model, 5)
+    ck.save_checkpoint(Run(tmp_path).checkpoint_path(12), random_full(d=3, n_layers=2), 12)
+    loaded, meta = ck.load_with_meta(Run(tmp_path).checkpoint_path(5))
     assert meta["step"] == 5 and loaded.cfg == model.cfg
     batch = small_batch(batch=3, d=3, n=5)
     with torch.no_grad():
         torch.testing.assert_close(loaded(batch.tokens), model(batch.tokens), rtol=0, atol=0)
     assert ck.load_with_meta(tmp_path)[1]["step"] == 12  # a run directory gives its last checkpoint
     assert [s for s, _ in ck.list_checkpoints(tmp_path)] == [5, 12]
-    assert not [p for p in (tmp_path / "checkpoints").iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in Run(tmp_path).checkpoint_dir.iterdir() if p.name.endswith(".tmp")]
 
 
 def _write(tmp_path, model, mutate_tensors=None, mutate_header=None):

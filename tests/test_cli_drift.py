@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from interp import checkpoints as ck
 from interp.cli import main
 from interp.config import ModelConfig, TrainConfig
+from interp.run import Run
 from tests.test_drift import _interpolated
 
 STEPS = [0, 3, 10, 30, 100]
@@ -17,14 +17,13 @@ STEPS = [0, 3, 10, 30, 100]
 @pytest.fixture
 def run_dir(tmp_path):
     """A 2-layer FULL run (d = 4, n = 10) whose checkpoints move from a random FULL model into a DIAG one."""
-    run = tmp_path / "run"
-    (run / ck.CKPT_DIR).mkdir(parents=True)
+    run = Run(tmp_path / "run")
+    run.path.mkdir()
     cfg = TrainConfig(model=ModelConfig(d=4, n_layers=2, param="full", dtype="float64"), noise="uniform:1", n=10, steps=100)
-    (run / ck.CONFIG_FILE).write_text(json.dumps({"format_version": ck.FORMAT_VERSION, **cfg.to_dict()}))
+    run.write_config(cfg)
     for i, step in enumerate(STEPS):
-        ck.save_checkpoint(run / ck.CKPT_DIR / ck.checkpoint_name(step), _interpolated(i / (len(STEPS) - 1)), step,
-                           noise="uniform:1")
-    return run
+        run.save_checkpoint(_interpolated(i / (len(STEPS) - 1)), step, noise="uniform:1")
+    return run.path
 
 
 def drift(args, capsys):
@@ -78,4 +77,4 @@ def test_drift_bad_input_is_one_line_exit_2(run_dir, capsys, args, needle):
 
 def test_drift_not_a_run_dir(tmp_path, capsys):
     code, _, err = drift([tmp_path], capsys)
-    assert code == 2 and "config.json" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and Run.CONFIG_FILE in err and len(err.strip().splitlines()) == 1

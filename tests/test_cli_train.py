@@ -3,6 +3,7 @@
 import pytest
 
 from interp import checkpoints as ck
+from interp.run import Run
 from tests.helpers import random_full, run_cli
 
 
@@ -59,7 +60,7 @@ def test_out_directory_not_empty(capsys, tmp_path):
 def test_resume_of_a_non_run_and_conflicting_args(capsys, tmp_path):
     (tmp_path / "plain").mkdir()
     code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "plain"))
-    assert code == 2 and "config.json" in err and err.count("\n") == 1
+    assert code == 2 and Run.CONFIG_FILE in err and err.count("\n") == 1
     code, _, _ = run_cli(capsys, "train", "--arch", "diag", "--layers", "1", "--d", "2", "--n", "4", "--batch", "8",
                          "--steps", "5", "--save-every", "1", "--no-progress", "--out", str(tmp_path / "ok"))
     assert code == 0

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from interp.config import ModelConfig, TrainConfig
+from interp.run import Run
 from interp.train import train
 
 torch.set_num_threads(1)
@@ -29,7 +30,7 @@ def test_discovers_best_of_seeds_and_renders(tmp_path):
                           batch=256, n_checkpoints=2, log_every=10)
         train(cfg, root / f"whatever_name_{seed}", progress=False)
     (root / "broken").mkdir()
-    (root / "broken" / "config.json").write_text("{not json")
+    Run(root / "broken").config_path.write_text("{not json")
     table1 = load_script()
     out, js = tmp_path / "t.md", tmp_path / "t.json"
     rc = table1.main(["--roots", str(root), "--n-seq", "2000", "--baseline-seq", "2000", "--cache", str(tmp_path / "c.json"),

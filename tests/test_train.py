@@ -1,4 +1,6 @@
+import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -12,6 +14,7 @@ from safetensors.torch import load_file
 
 import interp
 from interp import checkpoints as ck
+from interp.run import Run
 from interp.config import ModelConfig, TrainConfig
 from interp.train import TrainingDiverged, checkpoint_steps, learning_rate, resolve, train
 
@@ -45,7 +48,7 @@ def test_presets():
 def test_training_learns_and_logs(tmp_path):
     cfg = small_cfg(model=ModelConfig(d=3, n_layers=1, param="diag"), steps=300, lr=2e-2, n_checkpoints=8)
     result = train(cfg, tmp_path / "run", progress=False)
-    lines = [json.loads(x) for x in (tmp_path / "run" / ck.METRICS_FILE).read_text().splitlines()]
+    lines = [json.loads(x) for x in (tmp_path / "run" / Run.METRICS_FILE).read_text().splitlines()]
     assert [x["step"] for x in lines] == list(range(10, 301, 10))
     assert lines[-1]["loss"] < 0.5 * lines[0]["loss"]
     # a trained one-layer DIAG model is a GD step with ω_yx ≈ −1/(n+d+1+E[σ²]) (PAPER.md §3), up to noise
@@ -58,12 +61,49 @@ def test_training_learns_and_logs(tmp_path):
 
 def test_non_finite_loss_stops_with_step_and_keeps_last_good(tmp_path):
     cfg = small_cfg(steps=200, lr=50.0, schedule="constant", clip=None, n_checkpoints=40, noise="fixed:3")
-    with pytest.raises(TrainingDiverged, match=r"step \d+: (loss|weights) .*last good checkpoint") as err:
+    with pytest.raises(TrainingDiverged, match=r"step \d+: (loss|weights|\d+ of \d+ sequences) .*last good checkpoint") as err:
         train(cfg, tmp_path / "run", progress=False)
     ckpts = ck.list_checkpoints(tmp_path / "run")
     assert ckpts and str(ckpts[-1][1]) in str(err.value)
     model = interp.load(ckpts[-1][1])  # loads: every saved checkpoint is finite
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_robust_half_se_is_the_loss_below_the_cap_and_log_above():
+    from interp.train import robust_half_se
+
+    ell = torch.tensor([0.0, 3.0, 99.0, 100.0, 1e3, 1e30], dtype=torch.float64, requires_grad=True)
+    out = robust_half_se(ell, 100.0)
+    expected = [0.0, 3.0, 99.0, 100.0, 100 * (1 + math.log(10)), 100 * (1 + math.log(1e28))]
+    assert out.tolist() == pytest.approx(expected, rel=1e-12)
+    out.sum().backward()  # slope 1 below the cap, cap/ℓ above: continuous at the cap
+    assert ell.grad.tolist() == pytest.approx([1, 1, 1, 1, 0.1, 1e-28], rel=1e-12)
+
+
+def test_guard_drops_overflowing_sequences_and_compresses_blown_up_ones():
+    """guard="robust": non-finite sequences are left out, the others enter through robust_half_se."""
+    from interp.tasks import sample_tasks
+    from interp.train import GUARD_CAP, _loss, robust_half_se
+
+    cfg = small_cfg(model=ModelConfig(d=3, n_layers=6, param="diag"), batch=256, noise="uniform:5")
+    model = interp.LinearTransformer(cfg.model, init=False)
+    with torch.no_grad():  # every ω = 0.05² per layer: (1 + ω_yy λ) compounds over 6 layers, noisy contexts overflow
+        for block in model.blocks:
+            for p in block.attn.parameters():
+                p.fill_(0.05)
+    batch = sample_tasks(cfg.batch, 3, cfg.n, cfg.noise, torch.Generator().manual_seed(5))
+    per_seq = (0.5 * (model(batch.tokens) - batch.target) ** 2).detach()
+    finite = torch.isfinite(per_seq)
+    cap = GUARD_CAP * 3
+    assert 0 < int((~finite).sum()) < cfg.batch // 2  # the premise: some, not most, overflow
+    assert int((per_seq[finite] > cap).sum()) > 0 and int((per_seq < cap).sum()) > 0  # and some blow up finitely
+    loss, dropped = _loss(model, cfg, torch.Generator().manual_seed(5))
+    assert dropped == int((~finite).sum())
+    assert loss.item() == pytest.approx(robust_half_se(per_seq[finite], cap).sum().item() / cfg.batch, rel=1e-5)
+    loss.backward()  # the compressed loss keeps the gradient finite where the plain ½·MSE overflows
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    with_none, n_none = _loss(model, dataclasses.replace(cfg, guard="none"), torch.Generator().manual_seed(5))
+    assert n_none == 0 and not torch.isfinite(with_none)
 
 
 def test_init_from_diag_into_full(tmp_path):
@@ -93,13 +133,13 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline:  # kill once a resume state exists mid-run
-        resume = run / ck.RESUME_FILE
+        resume = run / Run.RESUME_FILE
         if resume.exists() and 0 < ck.read_tensors(resume)[1]["step"] < 1000:
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    killed_at = ck.read_tensors(run / ck.RESUME_FILE)[1]["step"]
+    killed_at = ck.read_tensors(run / Run.RESUME_FILE)[1]["step"]
     assert killed_at < 1500, "the run finished before it could be killed"
     done = subprocess.run([*cli, "train", "--resume", str(run), "--threads", "1", "--no-progress"], env=env,
                           capture_output=True, text=True)
@@ -108,5 +148,5 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     assert a.keys() == b.keys()
     for key in a:
         assert torch.equal(a[key], b[key]), key
-    steps = [json.loads(x)["step"] for x in (run / ck.METRICS_FILE).read_text().splitlines()]
+    steps = [json.loads(x)["step"] for x in (run / Run.METRICS_FILE).read_text().splitlines()]
     assert steps == sorted(set(steps)) and steps[-1] == 1500  # metrics log continues without duplicates

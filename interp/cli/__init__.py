@@ -21,7 +21,10 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def positive_int(name: str):
+MAX_SEQ = 10**8  # sequences of one evaluation (their per-sequence losses are kept for the median)
+
+
+def positive_int(name: str, maximum: int = MAX_SEQ):
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -29,8 +32,19 @@ def positive_int(name: str):
             raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
         if value < 1:
             raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{name} must be <= {maximum}, got {value}")
         return value
     return parse
+
+
+def device(text: str) -> str:
+    from interp.config import check_device
+
+    try:
+        return check_device(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def positive_float(name: str, allow_zero: bool = False):
@@ -63,7 +77,50 @@ def existing_path(text: str) -> str:
     return text
 
 
-COMMANDS = ["train", "eval", "probe", "drift", "report"]  # each: interp/cli/{name}.py with add(subparsers)
+def check_output(path: str, flag: str, inputs: list[str] = ()) -> Path:
+    """Refuse an output path before any work: a directory, a missing or read-only directory, a read-only
+    file, one of the command's inputs (or a file inside an input run), or one of any run's own files."""
+    from interp.run import Run
+
+    out = Path(path)
+    parent = out.parent
+    if out.is_dir():
+        raise ArgError(f"{flag}: {out} is a directory")
+    if not parent.is_dir():
+        raise ArgError(f"{flag}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ArgError(f"{flag}: directory {parent} is not writable")
+    if out.exists() and not os.access(out, os.W_OK):
+        raise ArgError(f"{flag}: {out} is not writable")
+    real = os.path.realpath(out)
+    for inp in inputs:
+        src = os.path.realpath(inp)
+        inside = Path(inp).is_dir() and real.startswith(os.path.join(src, Run.CKPT_DIR) + os.sep)
+        if real == src or inside or (out.exists() and os.path.samefile(out, inp)):
+            raise ArgError(f"{flag}: {out} is one of this command's inputs ({inp}); write elsewhere")
+    for candidate in (out, Path(real)):
+        run = Run.owns(candidate)
+        if run is not None:
+            raise ArgError(f"{flag}: {out} is a file of the run {run.path}; write elsewhere")
+    return out
+
+
+def note_training(paths, prog: str) -> None:
+    """Say on stderr which of the given runs (or checkpoints of runs) a training process is still writing."""
+    from interp.run import Run
+
+    seen = set()
+    for path in paths:
+        run = Run.of(path)
+        if run is None or str(run.path) in seen:
+            continue
+        seen.add(str(run.path))
+        note = run.training_note()
+        if note:
+            print(f"{prog}: note: {note}; reading what is on disk now", file=sys.stderr)
+
+
+COMMANDS = ["train", "sweep", "table", "eval", "probe", "drift", "report"]  # each: interp/cli/{name}.py with add(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     except ArgError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
-    except (ValueError, OSError) as err:  # CheckpointError is a ValueError
+    except (ValueError, TypeError, OSError) as err:  # CheckpointError is a ValueError
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

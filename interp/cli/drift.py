@@ -7,7 +7,7 @@ import math
 import os
 import time
 
-from interp.cli import ArgError, existing_path, noise_spec, positive_int
+from interp.cli import ArgError, check_output, existing_path, note_training, noise_spec, positive_int
 
 
 def add(sub) -> None:
@@ -18,7 +18,7 @@ def add(sub) -> None:
         "of the model and of its DIAG projection (the functional gap). Prints a per-layer table for the first, "
         "middle and last checkpoints; --json writes every metric of every checkpoint (README, 'Drift'). "
         "About 3 s per 4-layer checkpoint on one thread with the defaults."))
-    p.add_argument("run_dir", type=existing_path, metavar="RUN_DIR", help="run directory (config.json + checkpoints/)")
+    p.add_argument("run_dir", type=existing_path, metavar="RUN_DIR", help="run directory (written by interp train)")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write every metric of every checkpoint to this JSON file")
     p.add_argument("--noise", type=noise_spec, help="noise prior of the measuring sequences (default: the run's)")
     p.add_argument("--eval-seq", type=positive_int("--eval-seq"), default=20_000,
@@ -28,29 +28,28 @@ def add(sub) -> None:
     p.add_argument("--eval-seed", type=int, help="seed of the loss sequences (default: interp.probes.drift.EVAL_SEED)")
     p.add_argument("--no-per-layer", action="store_true",
                    help="skip the per-layer gap (each layer alone replaced by its DIAG projection); about 2x faster")
-    p.add_argument("--threads", type=positive_int("--threads"), default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--threads", type=positive_int("--threads", 1024), default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=cmd_drift)
 
 
 def cmd_drift(args) -> int:
     import torch
 
-    from interp.checkpoints import atomic_write_text, load_trajectory
+    from interp.checkpoints import atomic_write_text
     from interp.evalset import EvalSet
     from interp.probes.drift import EVAL_SEED, DriftData, drift_trajectory
-    from interp.train import load_run_config
+    from interp.run import Run
 
     out = args.json_out
     if out is not None:
-        if os.path.isdir(out):
-            raise ArgError(f"--json: {out} is a directory")
-        if not os.path.isdir(os.path.dirname(out) or "."):
-            raise ArgError(f"--json: directory {os.path.dirname(out)} does not exist")
+        check_output(out, "--json", [args.run_dir])
     if not os.path.isdir(args.run_dir):
         raise ArgError(f"RUN_DIR: {args.run_dir} is not a directory")
     torch.set_num_threads(args.threads)
-    cfg = load_run_config(args.run_dir)
-    traj = load_trajectory(args.run_dir)
+    run = Run(args.run_dir)
+    cfg = run.config()
+    note_training([args.run_dir], "interp drift")
+    traj = run.trajectory()
     model = traj[0][1]
     evalset = EvalSet(args.noise or cfg.noise, d=model.cfg.d, n=cfg.n, n_seq=args.eval_seq,
                       seed=EVAL_SEED if args.eval_seed is None else args.eval_seed)

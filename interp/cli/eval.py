@@ -10,12 +10,15 @@ import argparse
 import csv
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
-from interp.cli import ArgError, existing_path, noise_spec, positive_int
+from interp.cli import ArgError, check_output, existing_path, note_training, noise_spec, positive_int
+from interp.config import MAX_BATCH_ELEMENTS, MAX_D, MAX_N
 
 BASELINES = ("ols", "constrr", "adarr", "tunedrr", "gd", "bayes")
+MAX_SIGMAS = 1_000
 
 
 def add(sub) -> None:
@@ -36,16 +39,16 @@ def add(sub) -> None:
                    help="evaluation σ's, e.g. 0,1,3 or 0:6:0.5 (default 0 to σ_max + 1 in steps of 0.5)")
     p.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0; same seed, same numbers)")
     p.add_argument("--chunk", type=positive_int("--chunk"), default=10_000, help="sequences per forward pass (memory)")
-    p.add_argument("--d", type=positive_int("--d"), help="task dimension d (default: the models' d, else 10)")
-    p.add_argument("--n", type=positive_int("--n"), default=20, help="context length n (default 20)")
+    p.add_argument("--d", type=positive_int("--d", MAX_D), help="task dimension d (default: the models' d, else 10)")
+    p.add_argument("--n", type=positive_int("--n", MAX_N), default=20, help="context length n (default 20)")
     p.add_argument("--baselines", type=_baseline_list, default=list(BASELINES), metavar="LIST",
                    help=f"comma-separated subset of {','.join(BASELINES)} (default all; gd = GD-k for k in --gd-steps)")
     p.add_argument("--no-baselines", action="store_true", help="models only")
-    p.add_argument("--gd-steps", type=positive_int("--gd-steps"), nargs="+", metavar="K",
+    p.add_argument("--gd-steps", type=positive_int("--gd-steps", 1_000), nargs="+", metavar="K",
                    help="steps of the GD-k baselines (default: the models' layer counts, else 1)")
     p.add_argument("--csv", nargs="?", const="-", metavar="PATH", help="write rows as CSV to PATH (stdout without PATH)")
     p.add_argument("--json", nargs="?", const="-", metavar="PATH", help="write results as JSON to PATH (stdout without PATH)")
-    p.add_argument("--threads", type=positive_int("--threads"), default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--threads", type=positive_int("--threads", 1024), default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=cmd_eval)
 
 
@@ -53,14 +56,18 @@ def _sigmas(text: str) -> list[float]:
     try:
         if ":" in text:
             a, b, step = (float(v) for v in text.split(":"))
-            if step <= 0 or b < a:
+            if not (0 < step < float("inf") and a <= b < float("inf")):
                 raise ValueError
             count = int((b - a) / step + 1e-9)
+            if count >= MAX_SIGMAS:
+                raise argparse.ArgumentTypeError(f"--sigmas {text!r} makes {count + 1} values, more than {MAX_SIGMAS}")
             values = [round(a + i * step, 10) for i in range(count + 1)]
         else:
             values = [float(v) for v in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"--sigmas must be a list like 0,1,3 or A:B:STEP with STEP > 0, got {text!r}") from None
+    if len(values) > MAX_SIGMAS:
+        raise argparse.ArgumentTypeError(f"--sigmas: {len(values)} values, more than {MAX_SIGMAS}")
     if any(not (v >= 0) or v == float("inf") for v in values):
         raise argparse.ArgumentTypeError(f"--sigmas must be finite and >= 0, got {text!r}")
     return values
@@ -76,14 +83,15 @@ def _baseline_list(text: str) -> list[str]:
 
 def _load_models(paths: list[str], d: int | None) -> tuple[list[dict], int]:
     from interp.checkpoints import load_with_meta
-    from interp.train import load_run_config
+    from interp.run import Run
 
     models = []
     for path in paths:
         model, meta = load_with_meta(path)
         noise = meta.get("noise")
-        if noise is None and Path(path).is_dir():
-            noise = load_run_config(path).noise
+        run = Run.of(path)
+        if noise is None and run is not None:
+            noise = run.prior
         if d is None:
             d = model.cfg.d
         if model.cfg.d != d:
@@ -117,7 +125,17 @@ def cmd_eval(args) -> int:
     torch.set_num_threads(args.threads)
     if args.csv == "-" and args.json == "-":
         raise ArgError("--csv and --json cannot both write to stdout; give one of them a PATH")
+    for flag, target in (("--csv", args.csv), ("--json", args.json)):
+        if target not in (None, "-"):
+            check_output(target, flag, args.models)
+    files = [os.path.realpath(t) for t in (args.csv, args.json) if t not in (None, "-")]
+    if len(files) == 2 and files[0] == files[1]:
+        raise ArgError(f"--csv and --json both name {args.csv}")
+    note_training(args.models, "interp eval")
     models, d = _load_models(args.models, args.d)
+    if args.chunk * (args.n + 1) * (d + 1) > MAX_BATCH_ELEMENTS:
+        raise ArgError(f"--chunk: {args.chunk} sequences of {args.n + 1} x {d + 1} tokens exceed "
+                       f"{MAX_BATCH_ELEMENTS} entries per forward pass; lower --chunk")
     noise = args.noise or next((m["noise"] for m in models if m["noise"]), None) or "uniform:5"
     if args.n <= d and not args.no_baselines:
         args.baselines = [b for b in args.baselines if b not in ("adarr", "tunedrr")]  # need n > d

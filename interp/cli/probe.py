@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import math
 import sys
-from pathlib import Path
 
-from interp.cli import ArgError, existing_path, noise_spec, positive_int
+from interp.cli import MAX_SEQ, ArgError, check_output, existing_path, note_training, noise_spec, positive_int
+from interp.config import MAX_BATCH_ELEMENTS, MAX_N
 
 
 def add(sub) -> None:
@@ -21,14 +21,14 @@ def add(sub) -> None:
                    help="noise prior of the probe sequences (default: the prior each checkpoint was trained on)")
     p.add_argument("--out", required=True, help="JSON file to write")
     p.add_argument("--n-seq", type=positive_int("--n-seq"), default=10_000, help="probe sequences (default 10 000)")
-    p.add_argument("--n", type=positive_int("--n"), help="context length (default: the run's, else 20)")
+    p.add_argument("--n", type=positive_int("--n", MAX_N), help="context length (default: the run's, else 20)")
     p.add_argument("--chunk", type=positive_int("--chunk"), default=1_000, help="sequences per chunk (default 1 000)")
     p.add_argument("--fit-seq", type=positive_int("--fit-seq"), default=4_096,
                    help="other sequences (disjoint) for the form fits, the GD-step and constant-λ tuning (default 4 096)")
     p.add_argument("--ablation-seq", type=int, default=20_000,
                    help="sequences for the DIAG ablation's adjusted loss, 0 to skip (default 20 000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the probe sequences (default 0)")
-    p.add_argument("--threads", type=positive_int("--threads"), default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--threads", type=positive_int("--threads", 1024), default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=cmd_probe)
 
 
@@ -40,13 +40,10 @@ def cmd_probe(args) -> int:
     from interp.probes import probe_model
     from interp.probes.summary import SCHEMA_VERSION
 
-    if args.ablation_seq < 0:
-        raise ArgError(f"--ablation-seq must be >= 0, got {args.ablation_seq}")
-    out = Path(args.out)
-    if out.is_dir():
-        raise ArgError(f"--out: {out} is a directory")
-    if not out.parent.exists():
-        raise ArgError(f"--out: directory {out.parent} does not exist")
+    if not 0 <= args.ablation_seq <= MAX_SEQ:
+        raise ArgError(f"--ablation-seq must be in [0, {MAX_SEQ}], got {args.ablation_seq}")
+    out = check_output(args.out, "--out", args.checkpoints)
+    note_training(args.checkpoints, "interp probe")
     torch.set_num_threads(args.threads)
     models = []
     for path in args.checkpoints:
@@ -56,6 +53,9 @@ def cmd_probe(args) -> int:
         if noise is None:
             raise ArgError(f"--noise: required ({path} does not record its training prior)")
         n = args.n or _run_n(path) or 20
+        if args.chunk * (n + 1) * model.cfg.d_model > MAX_BATCH_ELEMENTS:
+            raise ArgError(f"--chunk: {args.chunk} sequences of {n + 1} x {model.cfg.d_model} tokens exceed "
+                           f"{MAX_BATCH_ELEMENTS} entries per chunk; lower --chunk")
         if n + 1 < model.cfg.d + 1:
             raise ArgError(f"--n: {n} is too short for d = {model.cfg.d} (least squares needs n >= d)")
         data = EvalSet(noise, d=model.cfg.d, n=n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk)
@@ -73,13 +73,11 @@ def cmd_probe(args) -> int:
 
 
 def _run_n(path: str) -> int | None:
-    cfg = Path(path) / "config.json"
-    if not cfg.is_file():
-        cfg = Path(path).parent.parent / "config.json"  # run/checkpoints/step_*.safetensors
-    try:
-        return int(json.loads(cfg.read_text())["n"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    """The context length of the run a run directory or checkpoint belongs to (None for a loose checkpoint)."""
+    from interp.run import Run
+
+    run = Run.of(path)
+    return None if run is None else run.config().n
 
 
 def _f(x, fmt: str = ".3g") -> str:

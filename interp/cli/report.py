@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from interp.cli import ArgError, existing_path, noise_spec, positive_int
+from interp.cli import ArgError, check_output, existing_path, note_training, noise_spec, positive_int
 
 
 def add(sub) -> None:
@@ -21,7 +21,7 @@ def add(sub) -> None:
     p.add_argument("--noise", type=noise_spec, help="noise prior for models that do not record theirs")
     p.add_argument("--quick", action="store_true", help="small sequence counts: a fast, noisier preview")
     p.add_argument("--no-cache", action="store_true", help="recompute everything and leave the caches alone")
-    p.add_argument("--threads", type=positive_int("--threads"), default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--threads", type=positive_int("--threads", 1024), default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=cmd_report)
 
 
@@ -40,9 +40,13 @@ def cmd_report(args) -> int:
         if not paths:
             raise ArgError(f"{zoo}: holds no run directories with checkpoints")
     out = Path(args.out)
-    if out.is_dir():
-        raise ArgError(f"--out: {out} is a directory")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.is_dir() and not out.parent.exists():
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ArgError(f"--out: cannot create directory {out.parent} ({err.strerror})") from None
+    check_output(args.out, "--out", [str(p) for p in paths])
+    note_training(paths, "interp report")
     t0 = time.perf_counter()
     log = lambda msg: print(f"  {msg}", file=sys.stderr)  # noqa: E731
     print(f"interp report: {len(paths)} model(s)", file=sys.stderr)

@@ -289,7 +289,7 @@ def drift_record(step: int, model: LinearTransformer, data: DriftData, per_layer
 
 
 def drift_trajectory(trajectory, data: DriftData, per_layer_gap: bool = True, progress=None) -> dict:
-    """Metrics of every (step, model) of a trajectory (interp.checkpoints.load_trajectory), JSON-ready."""
+    """Metrics of every (step, model) of a trajectory (interp.run.Run.trajectory), JSON-ready."""
     records = []
     for step, model in trajectory:
         records.append(drift_record(step, model, data, per_layer_gap).to_json())
@@ -303,10 +303,10 @@ def drift_trajectory(trajectory, data: DriftData, per_layer_gap: bool = True, pr
 
 def run_drift(run_dir: str | Path, noise=None, per_layer_gap: bool = True, **data_kwargs) -> dict:
     """drift_trajectory over every checkpoint of a run directory, on the run's own prior and context length."""
-    from interp.checkpoints import load_trajectory
-    from interp.train import load_run_config
+    from interp.run import Run
 
-    cfg = load_run_config(run_dir)
-    traj = load_trajectory(run_dir)
+    run = Run(run_dir)
+    cfg = run.config()
+    traj = run.trajectory()
     data = DriftData.default(noise or cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, **data_kwargs)
     return {"run_dir": str(run_dir)} | drift_trajectory(traj, data, per_layer_gap)

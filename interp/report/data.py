@@ -14,14 +14,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from interp.checkpoints import CKPT_DIR, CONFIG_FILE, METRICS_FILE, CheckpointError, atomic_write_text, list_checkpoints
-from interp.checkpoints import load_with_meta, resolve_checkpoint
+from interp.checkpoints import MAX_TEXT_BYTES, CheckpointError, atomic_write_text, load_with_meta, read_regular_file
+from interp.checkpoints import resolve_checkpoint
 from interp.evalset import EvalSet
 from interp.evaluate import (
     LossEstimate, evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile,
 )
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
+from interp.run import Run
 from interp.tasks import as_prior
 
 REPORT_VERSION = 2  # 2: probe sequences drawn by interp.evalset (the same for any chunk size)
@@ -86,15 +87,15 @@ def default_zoo() -> Path | None:
 
 def zoo_runs(zoo: Path) -> list[Path]:
     """Run directories directly under `zoo` that hold at least one checkpoint, in a stable order."""
-    runs = [p for p in sorted(zoo.iterdir()) if p.is_dir() and (p / CONFIG_FILE).is_file() and list_checkpoints(p)]
+    runs = [r.path for r in Run.find(zoo) if r.checkpoints()]
     arch_rank = {"gdpp": 0, "diag": 1, "full": 2}
 
     def key(p: Path):
         try:
-            cfg = json.loads((p / CONFIG_FILE).read_text())
-            noise = cfg["noise"]  # uniform priors (the paper's main setting) first
-            return (not noise.startswith("uniform"), noise, cfg["model"]["n_layers"], arch_rank.get(cfg["model"]["param"], 3), p.name)
-        except (OSError, ValueError, KeyError):
+            cfg = Run(p).config()
+            noise = cfg.noise  # uniform priors (the paper's main setting) first
+            return (not noise.startswith("uniform"), noise, cfg.model.n_layers, arch_rank.get(cfg.model.param, 3), p.name)
+        except CheckpointError:
             return (True, "~", 0, 9, p.name)
     return sorted(runs, key=key)
 
@@ -102,9 +103,8 @@ def zoo_runs(zoo: Path) -> list[Path]:
 def _run_dir_of(path: Path) -> Path | None:
     if path.is_dir():
         return path
-    if path.parent.name == CKPT_DIR and (path.parent.parent / CONFIG_FILE).is_file():
-        return path.parent.parent
-    return None
+    run = Run.of(path)
+    return None if run is None else run.path
 
 
 def make_entry(path: str | Path, noise: str | None = None) -> Entry:
@@ -114,11 +114,8 @@ def make_entry(path: str | Path, noise: str | None = None) -> Entry:
     model, meta = load_with_meta(ckpt)
     run = _run_dir_of(path) if path.is_dir() else _run_dir_of(ckpt)
     cfg_run = {}
-    if run is not None:
-        try:
-            cfg_run = json.loads((run / CONFIG_FILE).read_text())
-        except (OSError, ValueError):
-            cfg_run = {}
+    if run is not None and Run.is_run(run):
+        cfg_run = Run(run).config().to_dict()
     noise = noise or meta.get("noise") or cfg_run.get("noise")
     if noise is None:
         raise CheckpointError(f"{path}: records no training noise prior; pass --noise")
@@ -155,9 +152,9 @@ def _cache_key(entry: Entry, settings: Settings, digest: str) -> str:
 
 def _read_cache(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular_file(path, MAX_TEXT_BYTES, "report cache"))  # never blocks on a FIFO
         return data if isinstance(data, dict) and data.get("format") == "interp-report-cache" else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
 
 
@@ -248,13 +245,12 @@ def baseline_record(noise: str, settings: Settings, d: int = 10, n: int = 20, gd
 
 # ---------------------------------------------------------------------------- training trajectories
 def training_curve(entry: Entry, max_points: int = 200) -> dict | None:
-    """(step, training loss) from metrics.jsonl, thinned to about `max_points` log-spaced steps."""
-    if entry.run_dir is None or not (entry.run_dir / METRICS_FILE).is_file():
+    """(step, training loss) from the run's metrics log, thinned to about `max_points` log-spaced steps."""
+    if entry.run_dir is None:
         return None
     rows = []
-    for line in (entry.run_dir / METRICS_FILE).read_text().splitlines():
+    for rec in Run(entry.run_dir).read_metrics():
         try:
-            rec = json.loads(line)
             rows.append((int(rec["step"]), float(rec["loss"])))
         except (ValueError, KeyError, TypeError):
             continue
@@ -298,7 +294,7 @@ def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = Tr
     datasets: dict[tuple, DriftData] = {}
     out: dict[str, list[DriftPoint]] = {}
     for e in runs:
-        ckpts = [(step, p) for step, p in list_checkpoints(e.run_dir) if step > 0 and (e.step is None or step <= e.step)]
+        ckpts = [(step, p) for step, p in Run(e.run_dir).checkpoints() if step > 0 and (e.step is None or step <= e.step)]
         cache = e.run_dir / CACHE_FILE
         stored = _read_cache(cache).get("records", {}) if use_cache else {}
         recs = []
@@ -369,6 +365,14 @@ def gather(paths: list[str | Path], settings: Settings | None = None, noise: str
     if not entries:
         raise CheckpointError("no models to report on")
     unique_labels(entries)
+    task_sizes = {}  # prior -> (d, n) of its baselines; the figures draw one set of baselines per prior
+    for prior in dict.fromkeys(e.noise for e in entries):
+        shapes = {(e.d, e.n): e.label for e in entries if e.noise == prior}
+        if len(shapes) > 1:
+            raise CheckpointError(f"models on {prior} differ in task size ("
+                                  + ", ".join(f"{lab}: d={d}, n={n}" for (d, n), lab in shapes.items())
+                                  + "); baselines are per prior, so report them separately")
+        task_sizes[prior] = next(iter(shapes))
     timings: dict[str, float] = {}
     records = {}
     for e in entries:
@@ -378,8 +382,7 @@ def gather(paths: list[str | Path], settings: Settings | None = None, noise: str
         say(f"{e.label}: {'cached' if records[e.label].cached else f'{timings[e.label]:.1f} s'}")
     t0 = time.perf_counter()
     base = {}
-    for prior in dict.fromkeys(e.noise for e in entries):
-        d, n = entries[0].d, entries[0].n
+    for prior, (d, n) in task_sizes.items():
         base[prior] = baseline_record(prior, settings, d, n)
     timings["baselines"] = time.perf_counter() - t0
     say(f"baselines: {timings['baselines']:.1f} s")

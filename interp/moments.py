@@ -1,0 +1,231 @@
+"""The hook-free forward pass: a linear transformer's prediction from second moments, with a hand-written backward.
+
+Every context token is mapped by I + A^l with A^l = Σ_k P_k S^l Q_k (Vladymyrov et al. 2024, Theorem 4.1), so
+    S^{l+1} = (I + A^l) S^l (I + A^l)ᵀ,    e_q^{l+1} = (I + A^l) e_q^l,    ŷ = −(e_q^L)_y,
+and only S (symmetric) and the query e_q are carried. They travel together as one symmetric matrix
+    Ŝ = [[S, e_q], [e_qᵀ, 0]]   (width D + 1, then zero-padded to `padded_width`),
+because Ŝ^{l+1} = N̂ᵀ Ŝ^l N̂ with N̂ = diag(I + A^l, 1)ᵀ (the padded rows and columns of P, Q are zero, so A^l only
+reads S and leaves the extra rows and columns alone): the query update rides along in the two batched products
+of the S update. For DIAG / GD++ the head sum is elementwise: Σ_k P_k S Q_k = S ⊙ Ω with
+Ω = [[ω_xx, ω_xy], [ω_yx, ω_yy]] in blocks (d, 1) × (d, 1).
+
+Every product with the batch-shared P_k, Q_k is either one GEMM over the folded batch or one batched product;
+`MomentRecursion.backward` carries G = 2·sym(∂ŷ/∂Ŝ) down the layers by hand (three batched products per layer).
+Parameters keep their true shapes: padding exists only inside this module.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+
+def padded_width(width: int) -> int:
+    """The width the recursion runs at for Ŝ of `width` = d + 2 (extra rows and columns are zero).
+
+    Chosen by measurement (`experiments/bench_train.py --widths`, one CPU thread, batch 2048): torch's batched
+    product runs a naive loop when the product has fewer than 400 multiply-adds (widths up to 7), so widths 4-7
+    are padded to 8 (d = 5: 2.9x faster at 8 than at 7); width 3 (d = 1) is fastest as is; 12 (d = 10) and
+    17 (d = 15) are fastest as they are (16, 20 and 24 cost 1.5-2x more).
+    """
+    return 8 if 4 <= width < 8 else width
+
+
+def _expand(M: Tensor, B: int) -> Tensor:
+    return M.expand(B, *M.shape)
+
+
+# Buffers reused from one step to the next: on CPU a fresh megabyte-sized tensor costs page faults comparable to
+# the batched product that fills it. A forward checks a workspace out of the pool and its backward (or the
+# forward itself, when no gradient is needed) returns it, so two graphs alive at once never share buffers.
+_POOL: dict[tuple, dict[str, Tensor]] = {}
+_POOL_KEYS, _POOL_BYTES = 4, 64 << 20
+
+
+def _checkout(key: tuple) -> dict[str, Tensor]:
+    return _POOL.pop(key, None) or {}
+
+
+def _release(key: tuple, ws: dict[str, Tensor]) -> None:
+    if sum(t.numel() * t.element_size() for t in ws.values()) > _POOL_BYTES:
+        return
+    _POOL.pop(key, None)
+    _POOL[key] = ws
+    while len(_POOL) > _POOL_KEYS:
+        _POOL.pop(next(iter(_POOL)))
+
+
+def _buf(ws: dict[str, Tensor], name: str, shape: tuple[int, ...], like: Tensor) -> Tensor:
+    t = ws.get(name)
+    if t is None or t.shape != shape:
+        t = ws[name] = like.new_empty(shape)
+    return t
+
+
+class MomentRecursion(torch.autograd.Function):
+    """ŷ [B] from S^0 [B, D, D], the query [B, D] and the layer maps.
+
+    kind "full": W1, W2 = P, Q, each [L, H, D, D]. kind "diag": W1 = ω [L, 4] (ω_xx, ω_xy, ω_yx, ω_yy), W2 None.
+    `save`: keep every layer's tensors for a backward (False under no_grad).
+    """
+
+    @staticmethod
+    def forward(ctx, S0, q0, W1, W2, kind: str, width: int, save: bool):
+        B, D, _ = S0.shape
+        d, Dp = D - 1, width
+        L = W1.shape[0]
+        H = W1.shape[1] if kind == "full" else 1
+        key = (kind, S0.dtype, S0.device, B, Dp, L, H, save)
+        ws = _checkout(key)
+        n_keep = L if save else 2
+        Ss = _buf(ws, "S", (n_keep, B, Dp, Dp), S0)
+        Ns = _buf(ws, "N", (max(n_keep - 1, 1), B, Dp, Dp), S0)
+        T = _buf(ws, "T", (B, Dp, Dp), S0)
+        S = Ss[0].zero_()  # Ŝ^0 = [[S, e_q], [e_qᵀ, 0]]
+        S[:, :D, :D] = S0
+        S[:, :D, D] = q0
+        S[:, D, :D] = q0
+        if kind == "full":
+            P = W1.new_zeros(L, H, Dp, Dp)
+            Q = torch.zeros_like(P)
+            P[..., :D, :D], Q[..., :D, :D] = W1, W2
+            Ys = _buf(ws, "Y", (max(n_keep - 1, 1), H, B, Dp, Dp), S0)
+        else:
+            Om = omega_matrix(W1, d, Dp)
+            OmT = Om.mT.contiguous()  # elementwise kernels run several times faster on contiguous operands
+        for l in range(L - 1):
+            i = l if save else 0
+            N = Ns[i]
+            if kind == "full":  # N̂ = I + Σ_k Q_kᵀ Ŝ P_kᵀ
+                for k in range(H):
+                    torch.bmm(_expand(Q[l, k].T, B), S, out=Ys[i, k])  # Q_kᵀ Ŝ
+                    Nf = N.view(B * Dp, Dp)
+                    if k == 0:
+                        torch.mm(Ys[i, k].view(B * Dp, Dp), P[l, k].T, out=Nf)
+                    else:
+                        Nf.addmm_(Ys[i, k].view(B * Dp, Dp), P[l, k].T)
+                N.diagonal(dim1=1, dim2=2).add_(1.0)
+            else:
+                torch.mul(S, OmT[l], out=N)  # N̂ = I + Ŝ ⊙ Ωᵀ
+                N.diagonal(dim1=1, dim2=2).add_(1.0)
+            torch.bmm(S, N, out=T)
+            S = torch.bmm(N.mT, T, out=Ss[l + 1 if save else (l + 1) % 2])  # Ŝ ← N̂ᵀ Ŝ N̂
+        # last layer: only column y of Aᵀ is read, Aᵀ[:, y] = Σ_k Q_kᵀ (Ŝ P_k[y]) or Ŝ[:, y] ⊙ Ω[y]
+        if kind == "full":
+            v = (S.reshape(B * Dp, Dp) @ P[-1, :, d].T).view(B, Dp, H)
+            a_y = sum(v[:, :, k] @ Q[-1, k] for k in range(H))
+        else:
+            v = None
+            a_y = S[:, :, d] * Om[-1, d]
+        q = S[:, :, D]
+        y = -(q[:, d] + (a_y * q).sum(-1))  # ŷ = −(e_q + A e_q)_y
+        if save:
+            ctx.kind, ctx.D, ctx.key, ctx.ws, ctx.v, ctx.a_y = kind, D, key, ws, v, a_y
+            ctx.save_for_backward(P, Q) if kind == "full" else ctx.save_for_backward(Om)
+        else:
+            _release(key, ws)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, gy):
+        if ctx.ws is None:
+            raise RuntimeError("the moment path supports one backward per forward (no retain_graph)")
+        kind, D, ws, a_y = ctx.kind, ctx.D, ctx.ws, ctx.a_y
+        Ss, Ns = ws["S"], ws["N"]
+        L, B, Dp, _ = Ss.shape
+        d = D - 1
+        need_input = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        Gs = _buf(ws, "G", (2, B, Dp, Dp), gy)
+        U, dN, R = (_buf(ws, name, (B, Dp, Dp), gy) for name in ("U", "dN", "R"))
+        if kind == "full":
+            P, Q = ctx.saved_tensors
+            H, Ys = P.shape[1], ws["Y"]
+            dP, dQ = torch.zeros_like(P), torch.zeros_like(Q)
+        else:
+            (Om,) = ctx.saved_tensors
+            dOm = torch.zeros_like(Om)
+        # last layer: ŷ = −(q_y + a_y · q) with q = Ŝ[:, D]; G = 2·sym(∂/∂Ŝ), a sum of u wᵀ + w uᵀ
+        S = Ss[-1]
+        q = S[:, :, D]
+        a = -gy[:, None] * q  # ∂/∂(Aᵀ[:, y])
+        dq = -gy[:, None] * a_y
+        dq[:, d] -= gy
+        G = Gs[(L - 1) % 2].zero_()
+        pairs = [(dq, D)]
+        if kind == "full":
+            for k in range(H):
+                w = a @ Q[-1, k].T  # Q_k a
+                dP[-1, k, d] = (w.reshape(1, -1) @ S.reshape(B * Dp, Dp)).view(-1)
+                dQ[-1, k] = ctx.v[:, :, k].T @ a
+                pk = P[-1, k, d]
+                G.addcmul_(w[:, :, None], pk[None, None, :]).addcmul_(pk[None, :, None], w[:, None, :])
+        else:
+            dOm[-1, d] = (a * S[:, :, d]).sum(0)
+            pairs.append((a * Om[-1, d], d))
+        for u, i in pairs:  # u e_iᵀ + e_i uᵀ
+            G[:, :, i] += u
+            G[:, i, :] += u
+        for l in range(L - 2, -1, -1):
+            S, N = Ss[l], Ns[l]
+            G_next = Gs[l % 2] if (l > 0 or need_input) else None
+            torch.bmm(N, G, out=U)
+            torch.bmm(S, U, out=dN)  # ∂/∂N̂ of Ŝ' = N̂ᵀ Ŝ N̂: 2 Ŝ N̂ sym(∂/∂Ŝ') = Ŝ N̂ G
+            if G_next is not None:
+                torch.bmm(U, N.mT, out=G_next)  # through Ŝ directly: N̂ G N̂ᵀ
+            if kind == "full":  # Aᵀ = Σ_k Q_kᵀ Ŝ P_kᵀ
+                Sf, dNf, Xt = S.view(B * Dp, Dp), dN.view(B * Dp, Dp), U  # U is free again: reuse it
+                for k in range(H):
+                    torch.bmm(_expand(P[l, k].T, B), dN.mT, out=Xt)  # P_kᵀ dA with dA = ∂/∂A
+                    Xf = Xt.view(B * Dp, Dp)
+                    dQ[l, k] = Sf.T @ Xf
+                    dP[l, k] = dNf.T @ Ys[l, k].view(B * Dp, Dp)
+                    if G_next is not None:
+                        torch.mm(Xf, Q[l, k].T, out=R.view(B * Dp, Dp))  # (Q_k dAᵀ P_k)ᵀ
+                        G_next.add_(R).add_(R.mT)
+            else:  # Aᵀ = Ŝ ⊙ Ωᵀ
+                dOm[l] = torch.mul(dN, S, out=R).sum(0).T
+                if G_next is not None:  # + R + Rᵀ with R = dAᵀ ⊙ Ωᵀ
+                    torch.mul(dN, Om[l].T.contiguous(), out=R)
+                    G_next.add_(R).add_(R.mT)
+            G = G_next
+        dS0 = 0.5 * G[:, :D, :D] if ctx.needs_input_grad[0] else None
+        dq0 = G[:, :D, D].clone() if ctx.needs_input_grad[1] else None
+        _release(ctx.key, ws)
+        ctx.ws = None
+        if kind == "full":
+            return dS0, dq0, dP[..., :D, :D], dQ[..., :D, :D], None, None, None
+        dw = torch.stack([dOm[:, :d, :d].sum((1, 2)), dOm[:, :d, d].sum(1), dOm[:, d, :d].sum(1), dOm[:, d, d]], 1)
+        return dS0, dq0, dw, None, None, None, None
+
+
+def omega_matrix(omegas: Float[Tensor, "L 4"], d: int, width: int) -> Float[Tensor, "L width width"]:
+    """Ω^l with Σ_k P_k S Q_k = S ⊙ Ω^l for DIAG / GD++ (blocks ω_xx, ω_xy, ω_yx, ω_yy; zero beyond d + 1)."""
+    z = omegas.new_zeros(omegas.shape[0], width, width)
+    z[:, :d, :d] = omegas[:, 0, None, None]
+    z[:, :d, d] = omegas[:, 1, None]
+    z[:, d, :d] = omegas[:, 2, None]
+    z[:, d, d] = omegas[:, 3]
+    return z
+
+
+def predict(model, tokens: Float[Tensor, "batch pos D"], width: int | None = None) -> Float[Tensor, "batch"]:
+    """ŷ of a LinearTransformer without hooks; `width` overrides the padded width of Ŝ (≥ d + 2)."""
+    cfg = model.cfg
+    D = cfg.d_model
+    width = padded_width(D + 1) if width is None else width
+    if width < D + 1:
+        raise ValueError(f"width must be >= d + 2 = {D + 1}, got {width}")
+    ctx = tokens[:, :-1]
+    S0 = ctx.mT @ ctx  # S^0 = Σ_{j≤n} e_j e_jᵀ over the context (the query is not a key)
+    q0 = tokens[:, -1]
+    if cfg.param == "full":
+        P = torch.stack([b.attn.P for b in model.blocks])
+        Q = torch.stack([b.attn.Q for b in model.blocks])
+        W1, W2 = P, Q
+    else:
+        W1, W2 = model.omegas().stack(), None
+    save = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (S0, q0, W1, W2))
+    return MomentRecursion.apply(S0, q0, W1, W2, cfg.param if cfg.param == "full" else "diag", width, save)

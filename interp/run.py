@@ -1,0 +1,377 @@
+"""A run directory as one object: its files, its validated config, its checkpoints, its writer lock.
+
+Layout (Run alone knows these names):
+  config.json                               the TrainConfig, with "format_version"
+  checkpoints/step_{step:07d}.safetensors   the geometric trajectory (model weights only)
+  resume.safetensors                        the latest full state: weights, Adam state, data RNG, the config
+  metrics.jsonl                             one JSON line per logged step
+  .lock                                     the writer lock (an OS lock: it dies with its process); holds the PID
+
+One writer at a time: `with run.lock():` holds an exclusive flock on .lock and refuses a second writer in
+one line naming the holder's PID. Readers never take the lock; `run.writer()` says whether a run is training.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from interp import checkpoints as ck
+from interp.checkpoints import CheckpointError
+from interp.config import TrainConfig
+from interp.model import LinearTransformer
+
+FORMAT_VERSION = 1
+_CKPT_RE = re.compile(r"^step_(\d{1,12})\.safetensors$")
+
+
+class RunLocked(CheckpointError):
+    """Another process is writing this run directory; the message names its PID."""
+
+    def __init__(self, message: str, pid: int | None):
+        super().__init__(message)
+        self.pid = pid
+
+
+class Run:
+    """The run directory at `path` (it need not exist yet). Cheap to make; every read validates."""
+
+    CONFIG_FILE = "config.json"
+    RESUME_FILE = "resume.safetensors"
+    METRICS_FILE = "metrics.jsonl"
+    CKPT_DIR = "checkpoints"
+    LOCK_FILE = ".lock"
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r})"
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / self.CONFIG_FILE
+
+    @property
+    def resume_path(self) -> Path:
+        return self.path / self.RESUME_FILE
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / self.METRICS_FILE
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.path / self.CKPT_DIR
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path / self.LOCK_FILE
+
+    def checkpoint_path(self, step: int) -> Path:
+        return self.checkpoint_dir / f"step_{step:07d}.safetensors"
+
+    # ------------------------------------------------------------------ finding runs
+    @classmethod
+    def is_run(cls, path: str | Path) -> bool:
+        """Whether `path` is a directory holding a run config (valid or not)."""
+        return (Path(path) / cls.CONFIG_FILE).is_file()
+
+    @classmethod
+    def find(cls, root: str | Path, recursive: bool = False) -> list["Run"]:
+        """The run directories directly under `root` (at any depth with `recursive`), sorted by path."""
+        root = Path(root)
+        if not root.is_dir():
+            return []
+        found = (p.parent for p in root.rglob(cls.CONFIG_FILE)) if recursive else root.iterdir()
+        return [cls(p) for p in sorted(set(found)) if cls.is_run(p)]
+
+    @classmethod
+    def of(cls, path: str | Path) -> "Run | None":
+        """The run a run directory or one of its checkpoint files belongs to; None for a loose file."""
+        path = Path(path)
+        if path.is_dir():
+            return cls(path) if cls.is_run(path) else None
+        if path.parent.name == cls.CKPT_DIR and cls.is_run(path.parent.parent):
+            return cls(path.parent.parent)
+        if path.name == cls.RESUME_FILE and cls.is_run(path.parent):
+            return cls(path.parent)
+        return None
+
+    @classmethod
+    def owns(cls, path: str | Path) -> "Run | None":
+        """The run whose own file (config, resume state, metrics, lock, a checkpoint) `path` is, else None."""
+        path = Path(os.path.abspath(path))
+        if path.name in (cls.CONFIG_FILE, cls.RESUME_FILE, cls.METRICS_FILE, cls.LOCK_FILE, cls.CKPT_DIR):
+            return cls(path.parent) if cls.is_run(path.parent) else None
+        if path.parent.name == cls.CKPT_DIR and cls.is_run(path.parent.parent):
+            return cls(path.parent.parent)
+        return None
+
+    # ------------------------------------------------------------------ config
+    def config(self) -> TrainConfig:
+        """The validated TrainConfig the run was started with; CheckpointError names the file and the problem."""
+        if not self.path.is_dir():
+            raise CheckpointError(f"{self.path}: no such run directory")
+        path = self.config_path
+        if not path.exists():
+            raise CheckpointError(f"{path}: no such file (not a run directory)")
+        try:
+            data = json.loads(ck.read_regular_file(path, 1 << 20, "run config"))
+        except (ValueError, RecursionError) as err:
+            if isinstance(err, CheckpointError):
+                raise
+            raise CheckpointError(f"{path}: unreadable run config ({err})") from None
+        if not isinstance(data, dict):
+            raise CheckpointError(f"{path}: run config must be a JSON object, got {data!r:.60}")
+        version = data.pop("format_version", None)
+        if version != FORMAT_VERSION:
+            raise CheckpointError(f"{path}: unknown run config format version {version!r:.60}")
+        try:
+            return TrainConfig.from_dict(data)
+        except (KeyError, TypeError, ValueError) as err:
+            raise CheckpointError(f"{path}: bad run config ({err})") from None
+
+    def write_config(self, cfg: TrainConfig) -> None:
+        ck.atomic_write_text(self.config_path, json.dumps({"format_version": FORMAT_VERSION, **cfg.to_dict()},
+                                                          indent=2, sort_keys=True))
+
+    @property
+    def prior(self) -> str:
+        """The noise prior the run is trained on (its config's spec)."""
+        return self.config().noise
+
+    @property
+    def total_steps(self) -> int:
+        from interp.train import resolve
+
+        return resolve(self.config()).steps
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """The trajectory as (step, path), sorted by step; [] before the first checkpoint."""
+        if not self.checkpoint_dir.is_dir():
+            return []
+        found = []
+        for entry in self.checkpoint_dir.iterdir():
+            m = _CKPT_RE.match(entry.name)
+            if m:
+                found.append((int(m.group(1)), entry))
+        return sorted(found)
+
+    def last_checkpoint(self) -> Path:
+        ckpts = self.checkpoints()
+        if not ckpts:
+            raise CheckpointError(f"{self.path}: directory holds no checkpoints ({self.CKPT_DIR}/step_*.safetensors)")
+        return ckpts[-1][1]
+
+    def load(self, step: int | None = None) -> tuple[LinearTransformer, dict[str, Any]]:
+        """(model, metadata) of the checkpoint at `step` (default: the last one)."""
+        if step is None:
+            return ck.load_file(self.last_checkpoint())
+        path = self.checkpoint_path(step)
+        if not path.exists():
+            raise CheckpointError(f"{path}: no checkpoint at step {step}")
+        return ck.load_file(path)
+
+    def trajectory(self) -> list[tuple[int, LinearTransformer]]:
+        """Every checkpoint as (step, model), sorted by step; all of one architecture, or CheckpointError."""
+        ckpts = self.checkpoints()
+        if not ckpts:
+            raise CheckpointError(f"{self.path}: no checkpoints found under {self.CKPT_DIR}/")
+        out = [(step, ck.load_file(p)[0]) for step, p in ckpts]
+        for (step, model), (_, path) in zip(out, ckpts):
+            if model.cfg != out[0][1].cfg:
+                raise CheckpointError(f"{path}: a {model.cfg} checkpoint in a trajectory of {out[0][1].cfg}")
+        return out
+
+    def save_checkpoint(self, model: LinearTransformer, step: int, **extra: Any) -> Path:
+        """Atomically save the model's weights, its config and the training step into the trajectory."""
+        path = self.checkpoint_path(step)
+        meta = {"model_config": model.cfg.to_dict(), "step": int(step), **extra}
+        ck.save_tensors(path, ck.model_tensors(model), meta)
+        return path
+
+    def drop_checkpoints_after(self, step: int) -> None:
+        """Remove trajectory files past `step` (written after the resume state a restart goes back to)."""
+        for s, path in self.checkpoints():
+            if s > step:
+                path.unlink()
+
+    def is_complete(self) -> bool:
+        """True when the run holds its final checkpoint."""
+        if not self.is_run(self.path):
+            return False
+        ckpts = self.checkpoints()
+        return bool(ckpts) and ckpts[-1][0] == self.total_steps
+
+    # ------------------------------------------------------------------ resume state
+    def has_resume(self) -> bool:
+        return self.resume_path.exists()
+
+    def write_resume(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+        ck.save_tensors(self.resume_path, tensors, meta)
+
+    def read_resume(self, cfg: TrainConfig) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """The resume state, checked against the (resolved) config: the checkpoint is trusted, not the text.
+
+        A config edited after the run started (architecture, prior, steps, ...) is refused naming what differs.
+        """
+        path = self.resume_path
+        tensors, meta = ck.read_tensors(path)
+        for key, kind in (("model_config", dict), ("step", int), ("param_groups", list)):
+            if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
+                raise CheckpointError(f"{path}: resume state has no valid {key!r}")
+        rng = tensors.get("rng.data")
+        if rng is None or rng.dtype != torch.uint8 or rng.ndim != 1:
+            raise CheckpointError(f"{path}: resume state has no data RNG state ('rng.data')")
+        window = meta.get("window", [])
+        if not isinstance(window, list) or not all(isinstance(v, (int, float)) for v in window):
+            raise CheckpointError(f"{path}: resume state has a malformed loss window")
+        if not 0 <= meta["step"] <= cfg.steps:
+            raise CheckpointError(f"{path}: resume step {meta['step']} is outside the run's 0..{cfg.steps} steps")
+        for saved, now, prefix in ((meta["model_config"], cfg.model.to_dict(), "model."),
+                                   (meta.get("train_config"), cfg.to_dict(), "")):  # older files: the model only
+            if not isinstance(saved, dict):
+                continue
+            saved, now = _common(saved, now)  # a field added to the config since is not a disagreement
+            if saved != now:
+                raise CheckpointError(f"{self.config_path} disagrees with {path}: " + _differences(saved, now, prefix))
+        return tensors, meta
+
+    # ------------------------------------------------------------------ metrics
+    def read_metrics(self) -> list[dict]:
+        """The logged rows; a torn last line (a crash mid-write) is dropped, a bad line elsewhere is an error."""
+        if not self.metrics_path.exists():
+            return []
+        text = ck.read_regular_file(self.metrics_path, ck.MAX_TEXT_BYTES, "metrics log").decode("utf-8", "replace")
+        lines = text.split("\n")
+        rows = []
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict) or type(row.get("step")) is not int:
+                    raise ValueError("no integer 'step'")
+            except (ValueError, RecursionError) as err:
+                if i == len(lines) - 1:  # no newline after it: torn by a crash
+                    break
+                raise CheckpointError(f"{self.metrics_path}: line {i + 1} is not a metrics row ({err})") from None
+            rows.append(row)
+        return rows
+
+    def truncate_metrics(self, step: int) -> None:
+        """Keep the rows up to `step` (the resume point), dropping a torn last line."""
+        keep = [row for row in self.read_metrics() if row["step"] <= step]
+        ck.atomic_write_text(self.metrics_path, "".join(json.dumps(row) + "\n" for row in keep))
+
+    # ------------------------------------------------------------------ lock
+    @contextlib.contextmanager
+    def lock(self) -> Iterator["Run"]:
+        """Hold the writer lock (creating the directory); RunLocked names the PID of a writer already there."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as err:
+            raise CheckpointError(f"{self.path}: cannot create the run directory's lock ({err.strerror})") from None
+        try:
+            for attempt in range(20):  # a reader's probe holds a shared lock for microseconds
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if attempt == 19:
+                        pid = _read_pid(fd)
+                        raise RunLocked(f"{self.path}: another process (PID {pid if pid else 'unknown'}) is "
+                                        "writing this run; wait for it or stop it", pid) from None
+                    time.sleep(0.025)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield self
+        finally:
+            os.close(fd)  # releases the flock
+
+    def writer(self) -> int | None:
+        """The PID of the process writing this run now, -1 if unknown, None if no process is."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as err:
+                if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    return _read_pid(fd) or -1
+                return None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
+    def training_note(self) -> str | None:
+        """'RUN is training (PID n), read at step s of S', or None when no writer holds the run."""
+        pid = self.writer()
+        if pid is None:
+            return None
+        ckpts = self.checkpoints()
+        at = f"its last checkpoint is step {ckpts[-1][0]}" if ckpts else "it has no checkpoint yet"
+        return f"{self.path} is training (PID {pid if pid > 0 else 'unknown'}); {at}"
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode().strip()
+        return int(text) if text.isdigit() else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _common(a: dict, b: dict) -> tuple[dict, dict]:
+    """`a` and `b` restricted to the keys both have, recursively."""
+    keys = [k for k in a if k in b]
+    pairs = {k: _common(a[k], b[k]) if isinstance(a[k], dict) and isinstance(b[k], dict) else (a[k], b[k])
+             for k in keys}
+    return {k: v[0] for k, v in pairs.items()}, {k: v[1] for k, v in pairs.items()}
+
+
+def _differences(saved: dict, now: dict, prefix: str) -> str:
+    """'n_layers: 2 in the checkpoint, 4 in the config; ...' for the keys that differ."""
+    keys = sorted(set(saved) | set(now))
+    parts = []
+    for k in keys:
+        a, b = saved.get(k), now.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            if a != b:
+                parts.append(_differences(a, b, f"{prefix}{k}."))
+        elif a != b:
+            parts.append(f"{prefix}{k}: {a!r} in the checkpoint, {b!r} in the config")
+    return "; ".join(parts)
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint file as given, or the last checkpoint of a run directory."""
+    path = Path(path)
+    if path.is_dir():
+        return Run(path).last_checkpoint()
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such file or directory")
+    return path

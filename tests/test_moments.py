@@ -1,0 +1,153 @@
+"""The hook-free path (interp.moments) against the per-token forward, values and gradients, float64."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from interp import checkpoints as ck
+from interp import moments
+from interp.config import ModelConfig
+from interp.model import LinearTransformer
+from interp.tasks import sample_tasks
+
+N_CTX = 6
+# every depth 1-7, every head count 1-3 and every d in {1, 5, 10, 15} (widths padded or not) for each param
+CASES = [(L, H, d) for d, H, L in itertools.product((1, 5, 10, 15), (1, 2, 3), (1, 3, 7))]
+CASES += [(L, 2, 5) for L in (2, 4, 5, 6)]
+
+
+def _tokens(d: int, batch: int = 5, seed: int = 1) -> torch.Tensor:
+    return sample_tasks(batch, d, N_CTX, "uniform:1", torch.Generator().manual_seed(seed), dtype=torch.float64).tokens
+
+
+def _model(param: str, L: int, H: int, d: int, tokens: torch.Tensor, seed: int = 0) -> LinearTransformer:
+    """Random float64 weights sized so that every layer's A = Σ_k P_k S Q_k has norm about 0.1 on `tokens`:
+    every term matters (A² is a percent of A) and seven layers do not blow up."""
+    model = LinearTransformer(ModelConfig(d=d, n_layers=L, n_heads=H, param=param, dtype="float64"), init=False)
+    ctx = tokens[:, :-1]
+    s_norm = torch.linalg.matrix_norm(ctx.mT @ ctx, ord=2).max().item()
+    D = d + 1 if param == "full" else 1  # a random D × D matrix of std s has norm about 2 √D s
+    scale = (0.1 / (4 * H * D * s_norm)) ** 0.5
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(scale * torch.randn(p.shape, generator=g, dtype=torch.float64))
+    return model
+
+
+def _value_and_grads(fn, model, tokens, weights):
+    tokens = tokens.clone().requires_grad_(True)
+    y = fn(tokens)
+    grads = torch.autograd.grad((y * weights).sum(), [tokens, *model.parameters()])
+    return y.detach(), grads
+
+
+def _reference(model):
+    return lambda tokens: model.predict_per_layer(tokens)[-1]  # the per-token path, layer by layer
+
+
+@pytest.mark.parametrize("param", ["full", "diag", "gdpp"])
+@pytest.mark.parametrize("L,H,d", CASES)
+def test_fast_path_matches_per_token_values_and_gradients(param, L, H, d):
+    tokens = _tokens(d)
+    model = _model(param, L, H, d, tokens)
+    weights = torch.linspace(-1.0, 2.0, tokens.shape[0], dtype=torch.float64)  # a loss that weighs sequences apart
+    y_ref, g_ref = _value_and_grads(_reference(model), model, tokens, weights)
+    assert not model._hooks_active()
+    y, g = _value_and_grads(model, model, tokens, weights)  # model(tokens) takes interp.moments
+    scale = y_ref.abs().max()
+    with torch.no_grad():  # a non-trivial test: the last layer moves the prediction by more than 1e-3 of it
+        per_layer = model.predict_per_layer(tokens)
+    assert (per_layer[-1] - per_layer[-2]).abs().max() > 1e-3 * scale > 0
+    torch.testing.assert_close(y, y_ref, rtol=1e-12, atol=1e-12 * scale)
+    names = ["tokens", *(n for n, _ in model.named_parameters())]
+    for name, a, b in zip(names, g, g_ref):
+        assert a.shape == b.shape, name
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10 * b.abs().max(), msg=name)
+    assert any(b.abs().max() > 0 for b in g_ref[1:])
+
+
+@pytest.mark.parametrize("param", ["full", "diag", "gdpp"])
+def test_padding_is_exact_at_any_width(param):
+    """The recursion at its own width, padded by 1 or by 6 zero rows and columns: same values, same gradients."""
+    tokens = _tokens(5)
+    model = _model(param, 4, 2, 5, tokens)
+    weights = torch.ones(tokens.shape[0], dtype=torch.float64)
+    base = _value_and_grads(lambda t: moments.predict(model, t, width=7), model, tokens, weights)
+    for width in (8, 13):
+        y, g = _value_and_grads(lambda t: moments.predict(model, t, width=width), model, tokens, weights)
+        torch.testing.assert_close(y, base[0], rtol=1e-13, atol=1e-13)
+        for a, b in zip(g, base[1]):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12 * b.abs().max())
+    with pytest.raises(ValueError, match="width must be >= d \\+ 2"):
+        moments.predict(model, tokens, width=6)
+
+
+def test_padded_widths_by_measurement():
+    assert moments.padded_width(12) == 12  # d = 10: the query column already makes it 12
+    assert [moments.padded_width(w) for w in range(3, 9)] == [3, 8, 8, 8, 8, 8]
+
+
+def test_float32_agrees_with_float64_and_no_grad_agrees_with_grad():
+    tokens = _tokens(10, batch=64)
+    model64 = _model("full", 7, 1, 10, tokens)
+    model32 = LinearTransformer(ModelConfig(d=10, n_layers=7, param="full"), init=False)
+    model32.load_state_dict({k: v.float() for k, v in model64.state_dict().items()})
+    with torch.no_grad():
+        y64, y32 = model64(tokens), model32(tokens.float())
+    torch.testing.assert_close(y32.double(), y64, rtol=1e-4, atol=1e-4 * y64.abs().max())
+    torch.testing.assert_close(model64(tokens).detach(), y64, rtol=0, atol=0)
+
+
+def test_two_graphs_alive_at_once_keep_their_own_buffers():
+    """Workspaces are reused between steps; two forwards before their backwards must not share them."""
+    t1, t2 = _tokens(4, seed=1), _tokens(4, seed=2)
+    model = _model("full", 3, 1, 4, t1)
+    expect = [torch.autograd.grad(model(t).sum(), list(model.parameters())) for t in (t1, t2)]
+    y1, y2 = model(t1), model(t2)
+    g2 = torch.autograd.grad(y2.sum(), list(model.parameters()))
+    g1 = torch.autograd.grad(y1.sum(), list(model.parameters()))
+    for got, want in zip((g1, g2), expect):
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    y = model(t1)
+    y.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="one backward per forward"):
+        y.sum().backward()
+
+
+def test_padded_model_checkpoints_keep_true_shapes(tmp_path):
+    """d = 5 runs at width 8 inside interp.moments; parameters, state dict, P, Q and files stay at d + 1 = 6."""
+    tokens = _tokens(5)
+    model = _model("full", 2, 2, 5, tokens)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(2):
+        opt.zero_grad()
+        model(tokens).pow(2).mean().backward()
+        opt.step()
+    assert moments.padded_width(model.cfg.d_model + 1) == 8
+    assert model.P.shape == model.Q.shape == (2, 2, 6, 6)
+    assert all(p.grad.shape == p.shape for p in model.parameters())
+    ck.save_checkpoint(tmp_path / "m.safetensors", model, 2)
+    tensors, _ = ck.read_tensors(tmp_path / "m.safetensors")
+    assert {tuple(t.shape) for t in tensors.values()} == {(2, 6, 6)}
+    loaded = ck.load(tmp_path / "m.safetensors")
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(tokens), model(tokens), rtol=0, atol=0)
+    _, cache = loaded.run_with_cache(tokens)  # hooks see the true width
+    assert cache["blocks.0.attn.hook_stats"].shape == (tokens.shape[0], 6, 6)
+
+
+@pytest.mark.parametrize("param", ["full", "diag", "gdpp"])
+def test_runs_on_the_meta_device(param):
+    """Forward and backward on the meta device: every tensor follows the input's device, and a host sync
+    (.item(), a Python bool of a tensor) would raise here; the `--device cuda` path runs the same code."""
+    model = LinearTransformer(ModelConfig(d=5, n_layers=3, n_heads=2, param=param)).to("meta")
+    tokens = torch.empty(8, N_CTX + 1, 6, device="meta")
+    y = model(tokens)
+    y.sum().backward()
+    assert y.shape == (8,) and y.device.type == "meta"
+    assert all(p.grad is not None and p.grad.shape == p.shape for p in model.parameters())

@@ -1,0 +1,218 @@
+"""interp.Run: one writer per run directory, resume trusts the resume file, torn metrics and early kills recover."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from interp import checkpoints as ck
+from interp.config import ModelConfig, TrainConfig
+from interp.model import LinearTransformer
+from interp.run import Run, RunLocked
+from interp.train import train
+from tests.helpers import run_cli
+
+train_mod = importlib.import_module("interp.train")  # the module (interp.train is also the function)
+CFG = TrainConfig(model=ModelConfig(d=2, n_layers=1, param="full"), noise="uniform:1", n=4, batch=16, steps=40,
+                  log_every=5, resume_every=10, n_checkpoints=5)
+TRAIN_ARGS = ["--arch", "full", "--layers", "1", "--d", "2", "--n", "4", "--batch", "16", "--steps", "40",
+              "--noise", "uniform:1", "--save-every", "10", "--checkpoints", "5", "--no-progress"]
+# A writer as Run.lock() is one (exclusive flock on the lock file, PID inside), without importing torch.
+HOLD = ("import fcntl, os, sys, time\nos.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "os.write(fd, str(os.getpid()).encode())\nprint('locked', flush=True)\ntime.sleep(120)\n")
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """A second process holding the writer lock of tmp_path/'run' until the test ends."""
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(Run(tmp_path / "run").lock_path)], stdout=subprocess.PIPE,
+                            env=env, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _final(run_dir):
+    return load_file(str(Run(run_dir).checkpoints()[-1][1]))
+
+
+def _assert_same_weights(a_dir, b_dir):
+    a, b = _final(a_dir), _final(b_dir)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def _interrupt_at(monkeypatch, calls: int):
+    """Make training raise on its `calls`-th loss evaluation (a crash between saves)."""
+    real, count = train_mod._loss, [0]
+
+    def loss(*args, **kwargs):
+        count[0] += 1
+        if count[0] == calls:
+            raise Interrupt
+        return real(*args, **kwargs)
+    monkeypatch.setattr(train_mod, "_loss", loss)
+
+
+def test_second_writer_is_refused_naming_the_holder_pid(tmp_path, holder, capsys):
+    with pytest.raises(RunLocked, match=rf"PID {holder.pid}\b") as err:
+        train(CFG, tmp_path / "run", progress=False)
+    assert err.value.pid == holder.pid and isinstance(err.value, ValueError)
+    assert Run(tmp_path / "run").writer() == holder.pid
+    code, _, err_text = run_cli(capsys, "train", *TRAIN_ARGS, "--out", tmp_path / "run")
+    assert code == 2 and f"PID {holder.pid}" in err_text and err_text.count("\n") == 1
+    assert not Run(tmp_path / "run").is_run(tmp_path / "run")  # nothing was written
+    holder.kill()
+    holder.wait()
+    assert Run(tmp_path / "run").writer() is None  # the lock died with its process, nothing to clean
+    train(CFG, tmp_path / "run", progress=False)
+    assert Run(tmp_path / "run").is_complete()
+
+
+@pytest.mark.slow
+def test_two_concurrent_trainings_one_wins_the_other_names_its_pid(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "OMP_NUM_THREADS": "1"}
+    args = [*TRAIN_ARGS]
+    args[args.index("--steps") + 1] = "20000"  # long enough to still be running when the second one starts
+    cmd = [sys.executable, "-m", "interp.cli", "train", *args, "--out", str(tmp_path / "run")]
+    first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while Run(tmp_path / "run").writer() is None and time.time() < deadline:
+        time.sleep(0.05)
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    first.kill()
+    first.wait()
+    assert second.returncode == 2 and f"PID {first.pid}" in second.stderr and second.stderr.count("\n") == 1
+    steps = {s for s, _ in Run(tmp_path / "run").checkpoints()}
+    assert steps and all(s <= 20000 for s in steps)
+
+
+def test_readers_say_the_run_is_training(tmp_path, holder, capsys):
+    train(CFG, tmp_path / "done", progress=False)
+    run = Run(tmp_path / "run")
+    for src in (Run(tmp_path / "done").config_path, *[p for _, p in Run(tmp_path / "done").checkpoints()]):
+        (run.path / src.relative_to(tmp_path / "done")).parent.mkdir(parents=True, exist_ok=True)
+        (run.path / src.relative_to(tmp_path / "done")).write_bytes(src.read_bytes())
+    code, out, err = run_cli(capsys, "eval", run.path, "--no-baselines", "--n-seq", "200")
+    assert code == 0 and f"is training (PID {holder.pid})" in err and "last checkpoint is step 40" in err
+
+
+def test_edited_config_is_refused_on_resume(tmp_path, monkeypatch, capsys):
+    _interrupt_at(monkeypatch, 25)
+    with pytest.raises(Interrupt):
+        train(CFG, tmp_path / "run", progress=False)
+    monkeypatch.undo()
+    run = Run(tmp_path / "run")
+    original = run.config_path.read_text()
+    for edit, needle in ((lambda c: c["model"].update(n_layers=2), "model.n_layers: 1 in the checkpoint, 2 in the config"),
+                         (lambda c: c["model"].update(param="diag"), "model.param: 'full' in the checkpoint"),
+                         (lambda c: c.update(noise="uniform:3"), "noise: 'uniform:1' in the checkpoint"),
+                         (lambda c: c.update(batch=32), "batch: 16 in the checkpoint, 32 in the config")):
+        cfg = json.loads(original)
+        edit(cfg)
+        run.config_path.write_text(json.dumps(cfg))
+        with pytest.raises(ck.CheckpointError, match="disagrees with") as err:
+            train(CFG, run.path, resume=True, progress=False)
+        assert needle in str(err.value) and "\n" not in str(err.value)
+        code, _, err_text = run_cli(capsys, "train", "--resume", run.path, "--no-progress")
+        assert code == 2 and needle in err_text and err_text.count("\n") == 1
+    run.config_path.write_text(original)
+    train(CFG, run.path, resume=True, progress=False)
+    train(CFG, tmp_path / "straight", progress=False)
+    _assert_same_weights(tmp_path / "straight", run.path)
+
+
+@pytest.mark.parametrize("option,value", [("--batch", "32"), ("--save-every", "7"), ("--checkpoints", "9"),
+                                          ("--preset", "paper"), ("--clip", "0"), ("--device", "cpu:0"),
+                                          ("--init-noise", "0.1"), ("--out", "elsewhere")])
+def test_resume_refuses_options_that_change_the_run(tmp_path, capsys, option, value):
+    code, _, _ = run_cli(capsys, "train", *TRAIN_ARGS, "--out", tmp_path / "run")
+    assert code == 0
+    before = {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    value = str(tmp_path / value) if option == "--out" else value
+    code, _, err = run_cli(capsys, "train", "--resume", tmp_path / "run", option, value)
+    assert code == 2 and option in err and err.count("\n") == 1
+    assert {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()} == before
+    code, _, err = run_cli(capsys, "train", "--resume", tmp_path / "run", "--batch", "16", "--out", tmp_path / "run",
+                           "--no-progress")
+    assert code == 0, err  # the same values are fine
+
+
+def test_torn_metrics_line_is_dropped_on_resume(tmp_path, monkeypatch):
+    _interrupt_at(monkeypatch, 28)
+    with pytest.raises(Interrupt):
+        train(CFG, tmp_path / "run", progress=False)
+    monkeypatch.undo()
+    run = Run(tmp_path / "run")
+    with open(run.metrics_path, "a") as fh:
+        fh.write('{"step": 30, "loss": 0.')  # a power loss mid-line
+    assert [r["step"] for r in run.read_metrics()] == [5, 10, 15, 20, 25]
+    train(CFG, run.path, resume=True, progress=False)
+    assert [r["step"] for r in run.read_metrics()] == list(range(5, 41, 5))
+    train(CFG, tmp_path / "straight", progress=False)
+    _assert_same_weights(tmp_path / "straight", run.path)
+    run.metrics_path.write_text('{"step": 5}\nnot json\n{"step": 10}\n')
+    with pytest.raises(ck.CheckpointError, match=rf"{run.metrics_path}: line 2 is not a metrics row"):
+        run.read_metrics()
+
+
+def test_run_killed_before_its_first_resume_state_restarts(tmp_path, monkeypatch, capsys):
+    cfg = dataclasses.replace(CFG, n_checkpoints=1)  # checkpoints at 0 and 40 only: the first resume state is at 10
+    _interrupt_at(monkeypatch, 4)
+    with pytest.raises(Interrupt):
+        train(cfg, tmp_path / "run", progress=False)
+    monkeypatch.undo()
+    run = Run(tmp_path / "run")
+    assert run.is_run(run.path) and not run.has_resume()
+    code, _, err = run_cli(capsys, "train", "--resume", run.path, "--no-progress")
+    assert code == 0, err
+    train(cfg, tmp_path / "straight", progress=False)
+    _assert_same_weights(tmp_path / "straight", run.path)
+    assert [r["step"] for r in run.read_metrics()] == list(range(5, 41, 5))
+
+
+def test_fresh_train_into_a_run_is_refused(tmp_path):
+    train(CFG, tmp_path / "run", progress=False)
+    with pytest.raises(ck.CheckpointError, match="already holds files"):
+        train(CFG, tmp_path / "run", progress=False)
+
+
+def test_trajectory_of_mixed_architectures_is_refused(tmp_path):
+    train(CFG, tmp_path / "run", progress=False)
+    run = Run(tmp_path / "run")
+    run.save_checkpoint(LinearTransformer(ModelConfig(d=2, n_layers=2)), 7)
+    with pytest.raises(ck.CheckpointError, match="in a trajectory of"):
+        run.trajectory()
+
+
+def test_resume_file_without_train_config_still_resumes_and_checks_the_model(tmp_path, monkeypatch):
+    _interrupt_at(monkeypatch, 25)
+    with pytest.raises(Interrupt):
+        train(CFG, tmp_path / "run", progress=False)
+    monkeypatch.undo()
+    run = Run(tmp_path / "run")
+    tensors, meta = ck.read_tensors(run.resume_path)
+    run.write_resume(tensors, {k: v for k, v in meta.items() if k != "train_config"})  # as written before Run
+    cfg = json.loads(run.config_path.read_text())
+    run.config_path.write_text(json.dumps({**cfg, "model": {**cfg["model"], "n_heads": 2}}))
+    with pytest.raises(ck.CheckpointError, match="model.n_heads: 1 in the checkpoint, 2 in the config"):
+        train(CFG, run.path, resume=True, progress=False)
+    run.config_path.write_text(json.dumps(cfg))
+    train(CFG, run.path, resume=True, progress=False)
+    train(CFG, tmp_path / "straight", progress=False)
+    _assert_same_weights(tmp_path / "straight", run.path)

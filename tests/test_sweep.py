@@ -1,0 +1,251 @@
+"""interp sweep: grid expansion, refusal of changed settings, local and Ray backends, kill-and-resume, interp table.
+
+The backend tests train a tiny grid (d=4, n=8, batch 64, 40 steps) and check that every backend gives
+bit-identical final weights to an uninterrupted in-process run, including a run whose worker process is
+SIGKILLed after its step-20 resume save (then started again by the sweep, resuming at step 20).
+"""
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from interp import checkpoints as ck
+from interp.run import Run
+from interp.sweep import (
+    RAY_MISSING, SWEEP_FILE, RunSpec, SweepError, config_from_options, expand, load_grid_file, run_name, run_task,
+    sweep,
+)
+from interp.train import is_complete, train
+from tests.helpers import random_diag, run_cli
+
+TINY = dict(d=4, n=8, batch=64, steps=40, save_every=10, checkpoints=5)
+VICTIM = "diag1_uniform5_s1"  # the run dying_task kills once, after its step-20 resume save
+KILL_AT = 20
+
+
+def dying_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = 0) -> dict:
+    """run_task, except that the first attempt at VICTIM SIGKILLs its own process after the step-20 resume
+    save; a marker beside the run records the kill, then the step the next attempt resumed from."""
+    marker = Path(run_dir + ".killed")
+    if Path(run_dir).name == VICTIM:
+        if not marker.exists():
+            tr = sys.modules["interp.train"]  # (the attribute interp.train is the function)
+            save = tr._save_resume
+
+            def save_then_die(run, cfg, model, opt, gen, step, window):
+                save(run, cfg, model, opt, gen, step, window)
+                if step >= KILL_AT:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            marker.write_text("killed")
+            tr._save_resume = save_then_die
+        else:
+            marker.write_text(str(ck.read_tensors(Run(run_dir).resume_path)[1]["step"]))
+    return run_task(run_dir, cfg, threads, eval_seq)
+
+
+def specs() -> list[RunSpec]:
+    out = []
+    for seed, layers, lr in ((0, 1, None), (1, 1, None), (2, 2, 1e3)):  # the last diverges (lr 1e3, no clip)
+        opts = dict(arch="diag", layers=layers, noise="uniform:5", seed=seed, **TINY)
+        if lr:
+            opts.update(lr=lr, clip=0, schedule="constant")
+        out.append(RunSpec(run_name(opts), opts, config_from_options(opts)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """Final weights of the two good runs, trained uninterrupted in this process."""
+    root = tmp_path_factory.mktemp("reference")
+    return {s.name: train(s.cfg, root / s.name, progress=False).model.state_dict() for s in specs()[:2]}
+
+
+def final_weights(run_dir: Path) -> dict:
+    return ck.load(run_dir).state_dict()
+
+
+def assert_same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k  # bit-identical
+
+
+def test_expand_names_order_and_overrides():
+    runs = expand({"arch": ["full", "diag"], "layers": [1, 2], "seed": [0, 1], "lr": [0.01, 0.002], "steps": 50},
+                  overrides=[{"where": {"arch": "full", "layers": 2}, "steps": 80, "batch": 512}])
+    assert len(runs) == 16
+    assert runs[0].name == "full1_uniform5_s0_lr0.01" and runs[1].name == "full1_uniform5_s0_lr0.002"
+    assert [r.name for r in runs[:8]] == [f"{a}{L}_uniform5_s0_lr{lr}" for L in (1, 2) for a in ("full", "diag")
+                                          for lr in (0.01, 0.002)]  # seed 0 first, then shallow first
+    by_name = {r.name: r.cfg for r in runs}
+    assert by_name["full2_uniform5_s1_lr0.002"].steps == 80 and by_name["full2_uniform5_s1_lr0.002"].batch == 512
+    assert by_name["diag2_uniform5_s1_lr0.002"].steps == 50 and by_name["diag2_uniform5_s1_lr0.002"].batch == 2048
+    assert by_name["full1_uniform5_s0_lr0.01"].model.param == "full" and by_name["full1_uniform5_s0_lr0.01"].lr == 0.01
+    (only,) = expand({"noise": "categorical:1,3", "clip": 0})
+    assert only.name == "full4_cat13_s0" and only.cfg.clip is None and only.cfg.noise == "categorical:1,3"
+    (bad,) = expand({"d": 0})
+    assert bad.cfg is None and "d must be in [1, 4096], got 0" in bad.error  # a bad setting fails that run, not the sweep
+    with pytest.raises(SweepError, match="seed cannot be set per run"):
+        expand({"seed": [0, 1]}, overrides=[{"where": {"seed": 0}, "seed": 3}])
+    with pytest.raises(SweepError, match="unknown run option 'learning_rate'"):
+        expand({"learning_rate": [1, 2]})
+
+
+def test_grid_file_and_its_errors(tmp_path, capsys):
+    grid = tmp_path / "grid.toml"
+    grid.write_text('arch = ["full", "gdpp"]\nlayers = 2\nseeds = [0, 1]\nsave-every = 100\n\n'
+                    '[[override]]\nwhere = { arch = "gdpp" }\nlr = 3e-3\n')
+    options, overrides = load_grid_file(grid)
+    assert options == {"arch": ["full", "gdpp"], "layers": 2, "seed": [0, 1], "save_every": 100}
+    runs = {r.name: r.cfg for r in expand(options, overrides)}
+    assert sorted(runs) == ["full2_uniform5_s0", "full2_uniform5_s1", "gdpp2_uniform5_s0", "gdpp2_uniform5_s1"]
+    assert runs["gdpp2_uniform5_s1"].lr == 3e-3 and runs["full2_uniform5_s1"].lr is None
+    assert runs["full2_uniform5_s0"].resume_every == 100
+    code, out, _ = run_cli(capsys, "sweep", "--root", tmp_path / "r", "--grid", grid, "--seeds", "7", "--dry-run")
+    assert code == 0 and "gdpp2_uniform5_s7: start" in out and "_s0" not in out  # flags replace the file's values
+    bad = tmp_path / "bad.toml"
+    bad.write_text("arch = ['full']\nlearning_rate = 1\n")
+    code, _, err = run_cli(capsys, "sweep", "--root", tmp_path / "r", "--grid", bad)
+    assert code == 2 and err.count("\n") == 1 and "learning_rate" in err and str(bad) in err
+    bad.write_text("arch = [full\n")
+    code, _, err = run_cli(capsys, "sweep", "--root", tmp_path / "r", "--grid", bad)
+    assert code == 2 and err.count("\n") == 1 and "cannot read grid file" in err
+
+
+def test_changed_setting_is_refused_and_nothing_written(tmp_path, capsys):
+    root = tmp_path / "root"
+    cfg = config_from_options(dict(arch="diag", layers=1, seed=0, d=4, n=8, batch=16, steps=3, checkpoints=2))
+    train(cfg, root / "diag1_uniform5_s0", progress=False)
+    before = {p: p.stat().st_mtime_ns for p in root.rglob("*")}
+    args = ["sweep", "--root", root, "--arch", "diag", "--layers", "1", "--d", "4", "--n", "8", "--batch", "16",
+            "--checkpoints", "2"]
+    code, _, err = run_cli(capsys, *args, "--steps", "5")
+    assert code == 2 and err.count("\n") == 1
+    assert "diag1_uniform5_s0: holds a run with steps=3, the sweep asks steps=5" in err and "nothing was started" in err
+    assert {p: p.stat().st_mtime_ns for p in root.rglob("*")} == before and not (root / SWEEP_FILE).exists()
+    (root / "diag2_uniform5_s0").mkdir()
+    (root / "diag2_uniform5_s0" / "notes.txt").write_text("mine")
+    code, _, err = run_cli(capsys, *args[:7], "2", *args[7:], "--steps", "3")
+    assert code == 2 and "diag2_uniform5_s0: holds files but no" in err
+    code, out, _ = run_cli(capsys, *args, "--steps", "3", "--dry-run")
+    assert code == 0 and "diag1_uniform5_s0: done" in out
+
+
+def test_ray_backend_without_ray_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as when it is not installed
+    code, _, err = run_cli(capsys, "sweep", "--root", tmp_path / "r", "--backend", "ray", "--steps", "5")
+    assert code == 2 and err == f"interp sweep: error: {RAY_MISSING}\n" and '".[ray]"' in err
+    assert not (tmp_path / "r").exists()
+    code, _, err = run_cli(capsys, "sweep", "--root", tmp_path / "r", "--gpus-per-run", "0.25")
+    assert code == 2 and "--gpus-per-run: only with --backend ray" in err
+
+
+def check_sweep(root: Path, states, reference, failed: int = 1) -> None:
+    """Both good runs done with the reference weights, the victim killed once and resumed at step 20,
+    the diverging run failed with its error, sweep.json in agreement."""
+    by = {s.spec.name: s for s in states}
+    assert by["diag1_uniform5_s0"].status == "done" and by[VICTIM].status == "done"
+    assert by["diag2_uniform5_s2"].status == "failed" and "TrainingDiverged: step" in by["diag2_uniform5_s2"].error
+    assert (root / f"{VICTIM}.killed").read_text() == str(KILL_AT)  # the second attempt resumed at step 20
+    for name, weights in reference.items():
+        assert is_complete(root / name)
+        assert_same(final_weights(root / name), weights)
+    summary = json.loads((root / SWEEP_FILE).read_text())
+    assert summary["counts"] == {"done": 2, "running": 0, "failed": failed, "queued": 0}
+    assert summary["runs"]["diag2_uniform5_s2"]["error"].startswith("TrainingDiverged")
+    assert summary["runs"]["diag1_uniform5_s0"]["adjusted_loss"]["n_seq"] == 500
+
+
+@pytest.mark.slow
+def test_local_backend_kill_resume_rerun(tmp_path, reference, capsys):
+    root = tmp_path / "local"
+    ck.save_checkpoint(tmp_path / "one_layer.safetensors", random_diag(d=4, n_layers=1), 0)
+    opts = dict(arch="diag", layers=2, seed=0, init=str(tmp_path / "one_layer.safetensors"), **TINY)
+    bad_init = RunSpec("diag2_init", opts, config_from_options(opts))  # --init with 1 layer for a 2-layer run
+    states = sweep([*specs(), bad_init], root, workers=2, eval_seq=500, progress=False, task=dying_task)
+    assert {s.spec.name: s.attempts for s in states} == {
+        "diag1_uniform5_s0": 1, VICTIM: 2, "diag2_uniform5_s2": 1, "diag2_init": 1}
+    check_sweep(root, states, reference, failed=2)
+    assert states[-1].status == "failed" and "has 1 layers but the run asks for 2" in states[-1].error
+    # a rerun skips the finished runs (nothing rewritten, adjusted loss read back) and retries the failed one
+    stamps = {p: p.stat().st_mtime_ns for p in (root / "diag1_uniform5_s0").rglob("*")}
+    again = sweep(specs(), root, workers=2, eval_seq=500, progress=False)
+    assert [s.status for s in again] == ["done", "done", "failed"] and [s.attempts for s in again] == [0, 0, 1]
+    assert again[0].adjusted == states[0].adjusted
+    assert {p: p.stat().st_mtime_ns for p in (root / "diag1_uniform5_s0").rglob("*")} == stamps
+    # the same two good runs from the command line: skipped, and the end table shows their adjusted loss
+    code, out, err = run_cli(capsys, "sweep", "--root", root, "--arch", "diag", "--layers", "1", "--seeds", "0", "1",
+                             "--d", "4", "--n", "8", "--batch", "64", "--steps", "40", "--save-every", "10",
+                             "--checkpoints", "5", "--eval-seq", "500", "--no-progress")
+    assert code == 0, err
+    assert f"| diag1_uniform5_s0 | done | 40/40 | {states[0].adjusted['mean']:.4g} ± " in out
+    assert {p: p.stat().st_mtime_ns for p in (root / "diag1_uniform5_s0").rglob("*")} == stamps
+    assert json.loads((root / SWEEP_FILE).read_text())["command"][:2] == ["interp", "sweep"]
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One local 2-CPU Ray instance shared by the Ray tests (starting one takes several seconds)."""
+    ray = pytest.importorskip("ray", reason="ray is in the test extra: pip install -e '.[test]'")
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers need not import this file
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_backend_kill_resume_matches_local(tmp_path, reference, ray_local):
+    root = tmp_path / "ray"
+    states = sweep(specs(), root, backend="ray", retries=1, eval_seq=500, progress=False, task=dying_task)
+    check_sweep(root, states, reference)
+    assert ray_local.is_initialized()  # the sweep used the instance it found and left it running
+
+
+@pytest.mark.slow
+def test_ray_worker_dying_too_often_fails_the_run_only(tmp_path, ray_local):
+    root = tmp_path / "ray0"
+    states = sweep(specs()[:2], root, backend="ray", retries=0, eval_seq=0, progress=False, task=dying_task)
+    by = {s.spec.name: s for s in states}
+    assert by["diag1_uniform5_s0"].status == "done" and is_complete(root / "diag1_uniform5_s0")
+    assert by[VICTIM].status == "failed" and "Worker" in by[VICTIM].error and not is_complete(root / VICTIM)
+
+
+@pytest.mark.slow
+def test_ray_resources_no_node_has_are_refused(tmp_path, ray_local):
+    gpu = [RunSpec(s.name, s.options, config_from_options({**s.options, "device": "cuda"})) for s in specs()[:1]]
+    with pytest.raises(SweepError, match=r"--gpus-per-run: no node .* 0.5 GPUs .*the largest has 2 CPUs, 0 GPUs"):
+        sweep(gpu, tmp_path / "gpu", backend="ray", gpus_per_run=0.5, progress=False)
+    with pytest.raises(SweepError, match="--cpus-per-run: no node of the Ray cluster has 3 CPUs"):
+        sweep(specs()[:1], tmp_path / "cpu", backend="ray", cpus_per_run=3, progress=False)
+    assert not (tmp_path / "cpu" / specs()[0].name).exists()  # nothing was started
+
+
+@pytest.mark.slow
+def test_table_from_a_root(tmp_path, capsys):
+    """interp table: best of seeds per cell, its median and worst sequence, cross-checked with evaluate()."""
+    from interp.evalset import EvalSet
+    from interp.evaluate import evaluate
+
+    root = tmp_path / "root"
+    for seed, steps in ((0, 2), (1, 40)):  # seed 1 trains longer, so it is the better seed
+        opts = dict(arch="diag", layers=1, seed=seed, steps=steps, batch=256, checkpoints=2)
+        train(config_from_options(opts), root / run_name(opts), progress=False)
+    code, out, err = run_cli(capsys, "table", root, "--n-seq", "1000", "--baseline-seq", "1000",
+                             "--json", tmp_path / "t.json")
+    assert code == 0, err
+    cell = json.loads((tmp_path / "t.json").read_text())["cells"]["diag1|uniform:5"]
+    est = evaluate({"m": ck.load(root / "diag1_uniform5_s1")}, EvalSet("uniform:5", n_seq=1000, seed=0))["m"]
+    assert cell["best_seed"] == 1 and cell["seeds"] == [0, 1] and cell["paper"] == 0.906
+    assert (cell["mean"], cell["median"], cell["worst"]) == pytest.approx((est.mean, est.median, est.worst), rel=1e-12)
+    assert "| 1 | DIAG | " in out and "(0.906)" in out and f"median {est.median:.3g}" in out
+    assert (root / "table1_evals.json").exists()  # the cache, so a rerun evaluates nothing
+    code, _, err = run_cli(capsys, "table", root, "--n-seq", "1000", "--baseline-seq", "1000")
+    assert code == 0 and "diag1_uniform5_s1:" not in err  # (an evaluation logs the run's path)
+    code, _, err = run_cli(capsys, "table", tmp_path / "nowhere")
+    assert code == 2 and err.count("\n") == 1 and "nowhere" in err
