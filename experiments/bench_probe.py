@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
+from interp.evalset import EvalSet
 from interp.model import LinearTransformer
 from interp.probes import implicit_model, probe_model
-from interp.tasks import sample_tasks
 
 
 def bench_model(L: int = 7, d: int = 10) -> LinearTransformer:
@@ -46,12 +46,10 @@ def main() -> int:
     full, implicit = [], []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        rec = probe_model(model, "uniform:5", n_seq=args.n_seq, chunk=args.chunk, ablation_seq=0)
+        rec = probe_model(model, EvalSet("uniform:5", n_seq=args.n_seq, chunk=args.chunk), ablation_seq=0)
         full.append(time.perf_counter() - t0)
-        gen = torch.Generator().manual_seed(0)
         t0 = time.perf_counter()
-        for start in range(0, args.n_seq, args.chunk):
-            batch = sample_tasks(min(args.chunk, args.n_seq - start), 10, 20, "uniform:5", gen, dtype=torch.float64)
+        for batch in EvalSet("uniform:5", n_seq=args.n_seq, chunk=args.chunk).batches():
             implicit_model(model, batch.tokens)
         implicit.append(time.perf_counter() - t0)
         print(f"probe_model {full[-1]:.1f} s, implicit_model alone {implicit[-1]:.1f} s", flush=True)

@@ -17,6 +17,7 @@ import time
 import torch
 
 from interp.config import ModelConfig
+from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
 from interp.model import LinearTransformer
 from interp.tasks import as_prior, sample_tasks
@@ -111,7 +112,7 @@ def main() -> None:
                               "lr": float(f"{lr:.3g}"), "dropped": dropped,
                               "s": round(time.perf_counter() - t0, 1)}), flush=True)
             window = []
-    est = adjusted_loss(model, args.noise, n_seq=args.eval, seed=0)
+    est = adjusted_loss(model, EvalSet(args.noise, d=model.cfg.d, n=20, n_seq=args.eval, seed=0))
     print(json.dumps({"final": True, "args": vars(args), "adjusted": est.mean, "stderr": est.stderr,
                       "median": est.median, "worst": est.worst}), flush=True)
 

@@ -22,11 +22,12 @@ from pathlib import Path
 import torch
 
 from interp.checkpoints import load, load_trajectory
-from interp.evaluate import sigma_profile
+from interp.evalset import EvalSet
+from interp.evaluate import adjusted_losses, sigma_profile
 from interp.model import LinearTransformer
-from interp.probes.drift import DriftData, drift_record, drift_trajectory, paired_losses, register_directions
+from interp.probes.drift import EVAL_SEED, DriftData, drift_record, drift_trajectory, register_directions
 from interp.probes.forms import diag_projection
-from interp.probes.summary import jsonable
+from interp.records import jsonable
 from interp.run import Run
 from interp.train import is_complete, load_run_config
 
@@ -78,11 +79,11 @@ def trajectory_metrics(run: Path, args) -> dict:
     traj = load_trajectory(run)
     if args.max_checkpoints:
         traj = thinned(traj, args.max_checkpoints)
-    data = DriftData(cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq)
+    data = DriftData.default(cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq)
     doc = {"run_dir": str(run.relative_to(ROOT.parent)), "init": cfg.init, "init_noise": cfg.init_noise, "seed": cfg.seed,
            "settings": settings(args), **drift_trajectory(traj, data, per_layer_gap=not args.max_checkpoints)}
     if args.max_checkpoints:  # the per-layer gap (L + 3 models per checkpoint otherwise) at the last checkpoint only
-        doc["checkpoints"][-1] = drift_record(traj[-1][0], traj[-1][1], data, per_layer_gap=True)
+        doc["checkpoints"][-1] = drift_record(traj[-1][0], traj[-1][1], data, per_layer_gap=True).to_json()
     doc["seconds"] = round(time.time() - t0, 1)
     path.write_text(json.dumps(rounded(doc), allow_nan=False, separators=(",", ":")) + "\n")
     print(f"[drift] {run_name(run)}: {len(traj)} checkpoints in {doc['seconds']} s")
@@ -121,8 +122,8 @@ def final_losses(full: LinearTransformer, diag_ref: LinearTransformer | None, no
              "full_no_writes": without_register(full, every_layer=True)}
     if diag_ref is not None:
         preds["diag"] = diag_ref
-    data = DriftData(noise, d=full.cfg.d, n=n, eval_seq=n_seq, fit_seq=1)
-    loss = paired_losses({k: _f64(m) for k, m in preds.items()}, data.eval_batches, data.oracle)
+    data = EvalSet(noise, d=full.cfg.d, n=n, n_seq=n_seq, seed=EVAL_SEED)
+    loss = adjusted_losses({k: _f64(m) for k, m in preds.items()}, data)
     out = {k: {"mean": v.mean().item(), "stderr": v.std().item() / len(v) ** 0.5} for k, v in loss.items()}
     if diag_ref is not None:
         diff = loss["full"] - loss["diag"]
@@ -145,13 +146,12 @@ def register_effect(model: LinearTransformer, noise_sigmas: list[float], n: int,
     prediction when R² is high), the slope the oracle would need ((ŷ_oracle − ŷ_no_register) on ŷ_no_register), and
     the adjusted loss with and without the register (every layer's write removed with `every_layer`)."""
     from interp.baselines import oracle_predict
-    from interp.tasks import sample_tasks
 
     full, bare = _f64(model), without_register(model, every_layer)
     out = {"sigma": noise_sigmas, "slope": [], "r2": [], "oracle_slope": [], "loss": [], "loss_no_register": []}
     for s in noise_sigmas:
-        b = sample_tasks(n_seq, model.cfg.d, n, "fixed:0", torch.Generator().manual_seed(1),
-                         sigma=torch.full((n_seq,), s, dtype=torch.float64), dtype=torch.float64)
+        data = EvalSet("fixed:0", d=model.cfg.d, n=n, n_seq=n_seq, seed=1, sigma=s)
+        b = data.draw()
         with torch.no_grad():
             y, y0, yo = full(b.tokens), bare(b.tokens), oracle_predict(b)
         dy = y - y0
@@ -159,9 +159,9 @@ def register_effect(model: LinearTransformer, noise_sigmas: list[float], n: int,
         out["slope"].append(slope)
         out["r2"].append(1 - (((dy - slope * y0) ** 2).sum() / ((dy - dy.mean()) ** 2).sum()).item())
         out["oracle_slope"].append((((yo - y0) * y0).sum() / (y0 * y0).sum()).item())
-        base = 0.5 * (yo - b.target) ** 2
-        out["loss"].append((0.5 * (y - b.target) ** 2 - base).mean().item())
-        out["loss_no_register"].append((0.5 * (y0 - b.target) ** 2 - base).mean().item())
+        loss = adjusted_losses({"full": full, "bare": bare}, data)
+        out["loss"].append(loss["full"].mean().item())
+        out["loss_no_register"].append(loss["bare"].mean().item())
     return out
 
 
@@ -173,7 +173,9 @@ def _f64(model: LinearTransformer) -> LinearTransformer:
 
 def profiles(models: dict[str, LinearTransformer], sigmas: list[float], n: int, n_seq: int) -> dict:
     """Adjusted loss per fixed σ (common random numbers across σ and models)."""
-    prof = sigma_profile({k: _f64(m) for k, m in models.items()}, sigmas, n_seq=n_seq, n=n, seed=7)
+    d = next(iter(models.values())).cfg.d
+    data = EvalSet("fixed:0", d=d, n=n, n_seq=n_seq, seed=7)
+    prof = sigma_profile({k: _f64(m) for k, m in models.items()}, sigmas, data)
     return {k: [e.mean for e in v] for k, v in prof.items()} | {"sigma": sigmas, "stderr": {k: [e.stderr for e in v] for k, v in prof.items()}}
 
 

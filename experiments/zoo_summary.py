@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from interp.checkpoints import list_checkpoints, load
+from interp.evalset import EvalSet
 from interp.evaluate import evaluate, paper_value
 from interp.run import Run
 from interp.train import is_complete, load_run_config
@@ -44,7 +45,8 @@ def main() -> int:
         if not done:
             rows.append(f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} (running) | | | | `{command}` |")
             continue
-        est = evaluate({"m": load(run)}, cfg.noise, n_seq=args.n_seq, seed=args.seed)["m"]
+        data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=args.n_seq, seed=args.seed)
+        est = evaluate({"m": load(run)}, data)["m"]
         paper = paper_value(cfg.model.param, cfg.noise, cfg.model.n_layers)
         ratio = f" ({est.mean / paper:.2f}x)" if paper else ""
         rows.append(f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} | "

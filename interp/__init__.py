@@ -2,6 +2,7 @@
 
 from interp.baselines import AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict, ridge_predict
 from interp.checkpoints import CheckpointError, load
+from interp.evalset import EvalSet
 from interp.evaluate import (
     LossEstimate, adjusted_loss, evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile,
 )
@@ -12,6 +13,7 @@ from interp.probes import (
     implicit_model, lemma44, probe_model, run_drift,
 )
 from interp.run import Run, RunLocked
+from interp.spectral import SpectralContext
 from interp.tasks import NoisePrior, TaskBatch, sample_tasks
 from interp.train import train
 from interp.sweep import sweep
@@ -25,6 +27,7 @@ __all__ = [
     "ConstRR",
     "DiagProjection",
     "DriftData",
+    "EvalSet",
     "GDk",
     "ImplicitModel",
     "LinearTransformer",
@@ -34,6 +37,7 @@ __all__ = [
     "Omegas",
     "Run",
     "RunLocked",
+    "SpectralContext",
     "TaskBatch",
     "TrainConfig",
     "TunedRR",

@@ -1,8 +1,7 @@
 """Baselines on the raw context (PAPER.md §5); every solve is batched and in float64.
 
-All ridge-family predictors share one spectral view of the context: with Σ = XᵀX = V diag(s) Vᵀ,
-a = Vᵀα and b = Vᵀx_t, ridge with any λ predicts ⟨(Σ + λI)^{-1}α, x_t⟩ = Σ_k a_k b_k / (s_k + λ),
-so sweeping λ (tuning, the Bayes mixture) costs O(d) per sequence and λ.
+All ridge-family predictors read the context through interp.spectral.SpectralContext (Σ = XᵀX in its
+eigenbasis), so sweeping λ (tuning, the Bayes mixture) costs O(d) per sequence and λ.
 
 Predictors (TaskBatch -> ŷ [batch], float64): `ols_predict`, `oracle_predict` (λ = σ_τ²),
 `ConstRR(lam)`, `AdaRR()` (λ = σ̂², divisor n − d), `TunedRR(mult, clip)` (λ = mult·min(σ̂², clip)),
@@ -21,6 +20,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.spectral import SpectralContext
 from interp.tasks import NoisePrior, TaskBatch, as_prior
 
 
@@ -44,90 +44,10 @@ def oracle_predict(batch: TaskBatch) -> Float[Tensor, "batch"]:
     return ridge_predict(batch, batch.sigma.double() ** 2)
 
 
-# ---------------------------------------------------------------------------- spectral view
-@dataclass
-class Spectral:
-    """The context in the eigenbasis of Σ = XᵀX (float64).
-
-    s: [batch, d] eigenvalues of Σ (clamped at 0); a: [batch, d] = Vᵀα; b: [batch, d] = Vᵀx_t;
-    rss: [batch] OLS residual sum of squares ρ = Σ_i (y_i − ⟨w_ols, x_i⟩)² (pseudo-inverse when n < d);
-    n, d: context length and dimension.
-    """
-
-    s: Tensor
-    a: Tensor
-    b: Tensor
-    rss: Tensor
-    n: int
-    d: int
-
-    @classmethod
-    def of(cls, batch: TaskBatch) -> "Spectral":
-        """The spectral view of a batch, memoised on it (several baselines read the same batch)."""
-        memo = getattr(batch, "_spectral", None)
-        if memo is not None and memo[0] is batch.tokens:
-            return memo[1]
-        sp = cls._compute(batch)
-        batch._spectral = (batch.tokens, sp)
-        return sp
-
-    @classmethod
-    def _compute(cls, batch: TaskBatch) -> "Spectral":
-        x, y, xt = batch.x.double(), batch.y.double(), batch.x_query.double()
-        s, V = torch.linalg.eigh(x.transpose(1, 2) @ x)
-        s = s.clamp_min(0.0)
-        a = torch.einsum("bkd,bk->bd", V, (x * y[..., None]).sum(1))  # Vᵀα
-        b = torch.einsum("bkd,bk->bd", V, xt)  # Vᵀx_t
-        inv = torch.where(s > _rank_tol(s), 1.0 / s.clamp_min(1e-300), torch.zeros_like(s))
-        w_ols = torch.einsum("bkd,bd->bk", V, a * inv)
-        rss = ((y - torch.einsum("bnk,bk->bn", x, w_ols)) ** 2).sum(-1)
-        return cls(s, a, b, rss, x.shape[1], x.shape[2])
-
-    def ridge(self, lam: Tensor | float) -> Float[Tensor, "batch"]:
-        """ŷ_λ = Σ_k a_k b_k / (s_k + λ) for λ a scalar or [batch]; λ = 0 is OLS (pseudo-inverse)."""
-        lam = torch.as_tensor(lam, dtype=torch.float64, device=self.s.device)
-        lam = lam[..., None] if lam.ndim else lam
-        denom = self.s + lam
-        keep = denom > _rank_tol(self.s)
-        return torch.where(keep, self.a * self.b / torch.where(keep, denom, torch.ones_like(denom)), 0.0).sum(-1)
-
-    def sigma2_hat(self) -> Float[Tensor, "batch"]:
-        """Unbiased noise estimate σ̂² = ρ / (n − d) (PAPER.md §5, AdaRR)."""
-        if self.n <= self.d:
-            raise ValueError(f"AdaRR needs n > d (n={self.n}, d={self.d})")
-        return self.rss / (self.n - self.d)
-
-    def gd(self, steps: int, eta: float) -> Float[Tensor, "batch"]:
-        """k steps of GD on ½Σ_i(y_i − ⟨w, x_i⟩)² from w = 0: w_k = η Σ_{j<k} (I − ηΣ)^j α (PAPER.md §3, GD construction)."""
-        c = torch.zeros_like(self.s)
-        for _ in range(steps):
-            c = c * (1 - eta * self.s) + eta
-        return (c * self.a * self.b).sum(-1)
-
-    def log_marginal(self, sigma2: float) -> Float[Tensor, "batch"]:
-        """log N(y; 0, XXᵀ + σ²I_n) up to a constant (w ~ N(0, I_d), PAPER.md §5 Bayes floor).
-
-        log det(XXᵀ + σ²I_n) = Σ_k log(s_k + σ²) + (n − d) log σ² (Sylvester), and by Woodbury
-        yᵀ(XXᵀ + σ²I)^{-1}y = ρ/σ² + Σ_k a_k² / (s_k (s_k + σ²)), free of cancellation as σ → 0.
-        """
-        sigma2 = max(float(sigma2), SIGMA2_FLOOR)
-        pos = self.s > _rank_tol(self.s)
-        quad = self.rss / sigma2 + torch.where(pos, self.a**2 / (self.s.clamp_min(1e-300) * (self.s + sigma2)), 0.0).sum(-1)
-        logdet = torch.log(self.s + sigma2).sum(-1) + (self.n - self.d) * math.log(sigma2)
-        return -0.5 * (logdet + quad)
-
-
-SIGMA2_FLOOR = 1e-20  # σ = 0 atoms: far below float64 residuals of noisy data, far above those of exact data
-
-
-def _rank_tol(s: Tensor) -> Tensor:
-    return s.amax(-1, keepdim=True) * 1e-12
-
-
 # ---------------------------------------------------------------------------- predictors
 def ols_predict(batch: TaskBatch) -> Float[Tensor, "batch"]:
     """Ordinary least squares (λ = 0; minimum-norm when n < d)."""
-    return Spectral.of(batch).ridge(0.0)
+    return SpectralContext.of(batch).ridge(0.0)
 
 
 @dataclass(frozen=True)
@@ -137,7 +57,7 @@ class ConstRR:
     lam: float
 
     def __call__(self, batch: TaskBatch) -> Tensor:
-        return Spectral.of(batch).ridge(self.lam)
+        return SpectralContext.of(batch).ridge(self.lam)
 
 
 @dataclass(frozen=True)
@@ -145,7 +65,7 @@ class AdaRR:
     """Ridge with λ = σ̂² = ρ / (n − d), the unbiased noise estimate (PAPER.md §5)."""
 
     def __call__(self, batch: TaskBatch) -> Tensor:
-        sp = Spectral.of(batch)
+        sp = SpectralContext.of(batch)
         return sp.ridge(sp.sigma2_hat())
 
 
@@ -157,7 +77,7 @@ class TunedRR:
     clip: float = math.inf
 
     def __call__(self, batch: TaskBatch) -> Tensor:
-        sp = Spectral.of(batch)
+        sp = SpectralContext.of(batch)
         return sp.ridge(self.mult * sp.sigma2_hat().clamp_max(self.clip))
 
 
@@ -169,7 +89,7 @@ class GDk:
     eta: float
 
     def __call__(self, batch: TaskBatch) -> Tensor:
-        return Spectral.of(batch).gd(self.steps, self.eta)
+        return SpectralContext.of(batch).gd(self.steps, self.eta)
 
 
 def sigma_nodes(prior: "str | NoisePrior", nodes: int = 16, panels: int = 4) -> tuple[np.ndarray, np.ndarray]:
@@ -199,7 +119,8 @@ class Bayes:
 
     E[w | ctx] = ∫ (Σ + σ²I)^{-1}α p(σ | ctx) dσ with p(σ | ctx) ∝ p(σ) N(y; 0, XXᵀ + σ²I_n):
     an exact sum for categorical / fixed priors, composite Gauss–Legendre for uniform ones.
-    A σ = 0 atom uses σ² = SIGMA2_FLOOR in the likelihood (degenerate when n > d: it wins iff ρ ≈ 0).
+    A σ = 0 atom uses σ² = interp.spectral.SIGMA2_FLOOR in the likelihood (degenerate when n > d: it wins iff
+    ρ ≈ 0).
     """
 
     def __init__(self, prior: "str | NoisePrior", nodes: int = 16, panels: int = 4):
@@ -208,14 +129,14 @@ class Bayes:
         keep = self.weight > 0
         self.sigma, self.weight = self.sigma[keep], self.weight[keep]
 
-    def posterior(self, sp: Spectral) -> Float[Tensor, "batch J"]:
+    def posterior(self, sp: SpectralContext) -> Float[Tensor, "batch J"]:
         """p(σ_j | context) for every node σ_j."""
         logp = torch.stack([sp.log_marginal(s**2) for s in self.sigma], dim=-1)
         logp = logp + torch.as_tensor(np.log(self.weight), dtype=torch.float64, device=logp.device)
         return torch.softmax(logp, dim=-1)
 
     def __call__(self, batch: TaskBatch) -> Tensor:
-        sp = Spectral.of(batch)
+        sp = SpectralContext.of(batch)
         post = self.posterior(sp)
         return sum(post[:, j] * sp.ridge(s**2) for j, s in enumerate(self.sigma))
 

@@ -1,29 +1,30 @@
 """Adjusted evaluation loss (PAPER.md §6): ½·MSE minus the oracle ridge's ½·MSE on the same sequences.
 
-Models and baselines share one call shape, a Predictor: TaskBatch -> ŷ [batch]. Sequences are drawn
-in blocks of BLOCK from torch.Generator(seed), so the numbers depend on (seed, n_seq) only; `chunk`
-bounds how many sequences are run through a predictor at once (memory), not which ones are drawn.
+Models and baselines share one call shape, a Predictor: TaskBatch -> ŷ [..., batch]. Which sequences
+is an EvalSet (interp.evalset); `adjusted_losses` is the one place the adjusted loss is computed, per
+sequence, and every estimate below (on the prior, per σ, after K layers) is built on it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 from torch import Tensor
 
 from interp.baselines import oracle_predict
+from interp.evalset import EvalSet
 from interp.model import LinearTransformer
-from interp.tasks import NoisePrior, TaskBatch, as_prior, sample_tasks
+from interp.records import Record
+from interp.tasks import NoisePrior, TaskBatch, as_prior
 
 Predictor = Callable[[TaskBatch], Tensor]
-BLOCK = 10_000
 
 
 def as_predictor(model: "LinearTransformer | Predictor") -> Predictor:
-    """A model becomes batch -> model(batch.tokens); a predictor is returned as is."""
+    """A model becomes batch -> model(batch.tokens) in the model's own dtype; a predictor is returned as is."""
     if isinstance(model, LinearTransformer):
         def predict(batch: TaskBatch) -> Tensor:
             with torch.no_grad():
@@ -32,8 +33,16 @@ def as_predictor(model: "LinearTransformer | Predictor") -> Predictor:
     return model
 
 
+def per_layer_predictor(model: LinearTransformer) -> Predictor:
+    """batch -> [L+1, batch]: the prediction −y_query after K = 0..L layers."""
+    def predict(batch: TaskBatch) -> Tensor:
+        with torch.no_grad():
+            return model.predict_per_layer(batch.tokens.to(model.cfg.torch_dtype))
+    return predict
+
+
 @dataclass
-class LossEstimate:
+class LossEstimate(Record):
     """Mean of the per-sequence adjusted loss, its standard error, the number of sequences; the median
     and the largest per-sequence value show when a few blown-up sequences dominate the mean."""
 
@@ -57,60 +66,60 @@ class LossEstimate:
         return {"mean": self.mean, "stderr": self.stderr, "n_seq": self.n_seq, "median": self.median, "worst": self.worst}
 
 
-def batches(noise: "str | NoisePrior", n_seq: int, d: int = 10, n: int = 20, seed: int = 0,
-            chunk: int = BLOCK, sigma: float | None = None) -> Iterator[TaskBatch]:
-    """Float64 task batches of at most `chunk` sequences; the same sequences for any `chunk`."""
-    if n_seq < 1 or chunk < 1:
-        raise ValueError(f"n_seq and chunk must be >= 1, got {n_seq} and {chunk}")
-    prior = as_prior(noise)
-    gen = torch.Generator().manual_seed(seed)
-    for start in range(0, n_seq, BLOCK):
-        size = min(BLOCK, n_seq - start)
-        block = sample_tasks(size, d, n, prior, gen, sigma=None if sigma is None else torch.tensor(sigma),
-                             dtype=torch.float64)
-        for i in range(0, size, chunk):
-            sl = slice(i, i + chunk)
-            yield TaskBatch(block.tokens[sl], block.target[sl], block.sigma[sl], block.w[sl])
-
-
-def _half_se(pred: Tensor, target: Tensor) -> Tensor:
+def half_se(pred: Tensor, target: Tensor) -> Tensor:
+    """½(ŷ − y_t)² per sequence, float64."""
     return 0.5 * (pred.double() - target) ** 2
 
 
-def evaluate(
-    predictors: Mapping[str, "LinearTransformer | Predictor"],
-    noise: "str | NoisePrior",
-    n_seq: int = 100_000,
-    d: int = 10,
-    n: int = 20,
-    seed: int = 0,
-    chunk: int = BLOCK,
-    sigma: float | None = None,
-) -> dict[str, LossEstimate]:
-    """Adjusted loss of every predictor on the same `n_seq` sequences (the oracle is computed once).
+@dataclass
+class ScoredSet:
+    """An EvalSet's batches held in memory with the oracle's ½(ŷ_oracle − y_t)² of each, for measuring many
+    predictors (the checkpoints of a trajectory) on the same sequences without redrawing them."""
 
-    `sigma` fixes every sequence's noise std (one point of a per-σ profile); the oracle still uses it.
-    """
+    batches: list[TaskBatch]
+    oracle: list[Tensor]  # ½(ŷ_oracle − y_t)² [batch] per batch
+    evalset: EvalSet | None = None  # where the batches came from (None: given by hand)
+
+    @classmethod
+    def of(cls, evalset: EvalSet) -> "ScoredSet":
+        return cls.of_batches(list(evalset.batches()), evalset)
+
+    @classmethod
+    def of_batches(cls, batches: list[TaskBatch], evalset: EvalSet | None = None) -> "ScoredSet":
+        return cls(batches, [half_se(oracle_predict(b), b.target) for b in batches], evalset)
+
+    def scored(self) -> Iterable[tuple[TaskBatch, Tensor]]:
+        return zip(self.batches, self.oracle)
+
+
+def _scored(data: "EvalSet | ScoredSet") -> Iterable[tuple[TaskBatch, Tensor]]:
+    if isinstance(data, ScoredSet):
+        return data.scored()
+    return ((b, half_se(oracle_predict(b), b.target)) for b in data.batches())  # the oracle ridge: λ = σ_τ²
+
+
+Predictors = Mapping[str, "LinearTransformer | Predictor"]
+
+
+def adjusted_losses(predictors: Predictors, data: "EvalSet | ScoredSet") -> dict[str, Tensor]:
+    """Per-sequence adjusted loss ½(ŷ − y_t)² − ½(ŷ_oracle − y_t)² [..., n_seq] of every predictor, on the
+    same sequences (the oracle computed once per batch). A predictor returning [..., batch] gets [..., n_seq]."""
     preds = {name: as_predictor(p) for name, p in predictors.items()}
     diffs: dict[str, list[Tensor]] = {name: [] for name in preds}
-    for batch in batches(noise, n_seq, d, n, seed, chunk, sigma):
-        base = _half_se(oracle_predict(batch), batch.target)  # PAPER.md §6
+    for batch, base in _scored(data):
         for name, predict in preds.items():
-            diffs[name].append(_half_se(predict(batch), batch.target) - base)
-    return {name: LossEstimate.of(torch.cat(parts)) for name, parts in diffs.items()}
+            diffs[name].append(half_se(predict(batch), batch.target) - base)
+    return {name: torch.cat(parts, dim=-1) for name, parts in diffs.items()}
 
 
-def adjusted_loss(
-    model: "LinearTransformer | Predictor",
-    noise: "str | NoisePrior",
-    n_seq: int = 100_000,
-    d: int = 10,
-    n: int = 20,
-    seed: int = 0,
-    chunk: int = BLOCK,
-) -> LossEstimate:
-    """E[½(ŷ − y_t)²] − E[½(ŷ_oracle − y_t)²] over `n_seq` fresh sequences, with its standard error."""
-    return evaluate({"model": model}, noise, n_seq, d, n, seed, chunk)["model"]
+def evaluate(predictors: Predictors, data: "EvalSet | ScoredSet") -> dict[str, LossEstimate]:
+    """Adjusted loss of every predictor on the same sequences (`data.sigma` fixes every sequence's noise std)."""
+    return {name: LossEstimate.of(diff) for name, diff in adjusted_losses(predictors, data).items()}
+
+
+def adjusted_loss(model: "LinearTransformer | Predictor", data: "EvalSet | ScoredSet") -> LossEstimate:
+    """E[½(ŷ − y_t)²] − E[½(ŷ_oracle − y_t)²] over the evaluation set, with its standard error."""
+    return evaluate({"model": model}, data)["model"]
 
 
 def sigma_grid(noise: "str | NoisePrior", step: float = 0.5) -> list[float]:
@@ -120,61 +129,28 @@ def sigma_grid(noise: "str | NoisePrior", step: float = 0.5) -> list[float]:
     return [round(i * step, 10) for i in range(count + 1)]
 
 
-def sigma_profile(
-    predictors: Mapping[str, "LinearTransformer | Predictor"],
-    sigmas: Sequence[float],
-    n_seq: int = 10_000,
-    d: int = 10,
-    n: int = 20,
-    seed: int = 0,
-    chunk: int = BLOCK,
-    noise: "str | NoisePrior" = "fixed:0",
-) -> dict[str, list[LossEstimate]]:
-    """Adjusted loss at each fixed σ, `n_seq` sequences per σ.
+def sigma_profile(predictors: Predictors, sigmas: Sequence[float], data: EvalSet) -> dict[str, list[LossEstimate]]:
+    """Adjusted loss at each fixed σ on `data.at_sigma(σ)`.
 
     Every σ reuses the same seed, so w, x and the unit noise ξ are shared across σ (common random
-    numbers: the profile is smooth). `noise` only matters for predictors that read batch.sigma.
+    numbers: the profile is smooth); with σ fixed, `data.noise` draws nothing (the sequences do not depend on it).
     """
     out: dict[str, list[LossEstimate]] = {name: [] for name in predictors}
     for s in sigmas:
-        for name, est in evaluate(predictors, noise, n_seq, d, n, seed, chunk, sigma=float(s)).items():
+        for name, est in evaluate(predictors, data.at_sigma(s)).items():
             out[name].append(est)
     return out
 
 
-def per_layer_loss(
-    model: LinearTransformer,
-    noise: "str | NoisePrior",
-    n_seq: int = 100_000,
-    d: int = 10,
-    n: int = 20,
-    seed: int = 0,
-    chunk: int = BLOCK,
-    sigma: float | None = None,
-) -> list[LossEstimate]:
+def per_layer_loss(model: LinearTransformer, data: "EvalSet | ScoredSet") -> list[LossEstimate]:
     """Adjusted loss of the prediction −y_query after K = 0..L layers of an L-layer model (PAPER.md §1)."""
-    L = model.cfg.n_layers
-    diffs: list[list[Tensor]] = [[] for _ in range(L + 1)]
-    for batch in batches(noise, n_seq, d, n, seed, chunk, sigma):
-        base = _half_se(oracle_predict(batch), batch.target)
-        with torch.no_grad():
-            per = model.predict_per_layer(batch.tokens.to(model.cfg.torch_dtype))
-        for k in range(L + 1):
-            diffs[k].append(_half_se(per[k], batch.target) - base)
-    return [LossEstimate.of(torch.cat(parts)) for parts in diffs]
+    diff = adjusted_losses({"model": per_layer_predictor(model)}, data)["model"]
+    return [LossEstimate.of(row) for row in diff]
 
 
-def per_layer_profile(
-    model: LinearTransformer,
-    sigmas: Sequence[float],
-    n_seq: int = 10_000,
-    d: int = 10,
-    n: int = 20,
-    seed: int = 0,
-    chunk: int = BLOCK,
-) -> list[list[LossEstimate]]:
-    """[K][σ]: adjusted loss after K = 0..L layers at each fixed σ (PAPER.md §9, figures 5 and 7)."""
-    cols = [per_layer_loss(model, "fixed:0", n_seq, d, n, seed, chunk, sigma=float(s)) for s in sigmas]
+def per_layer_profile(model: LinearTransformer, sigmas: Sequence[float], data: EvalSet) -> list[list[LossEstimate]]:
+    """[K][σ]: adjusted loss after K = 0..L layers at each fixed σ on `data.at_sigma(σ)` (figures 5 and 7)."""
+    cols = [per_layer_loss(model, data.at_sigma(s)) for s in sigmas]
     return [[col[k] for col in cols] for k in range(model.cfg.n_layers + 1)]
 
 

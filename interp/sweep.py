@@ -256,6 +256,7 @@ def run_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = EVAL_SEQ
     """
     import torch
 
+    from interp.evalset import EvalSet
     from interp.evaluate import adjusted_loss
     from interp.train import train
 
@@ -267,7 +268,8 @@ def run_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = EVAL_SEQ
             train(config, run_dir, resume=Run.is_run(run_dir), progress=False)
         est = None
         if eval_seq:
-            est = adjusted_loss(Run(run_dir).load()[0], config.noise, eval_seq, d=config.model.d, n=config.n).to_dict()
+            data = EvalSet(config.noise, d=config.model.d, n=config.n, n_seq=eval_seq, seed=0)
+            est = adjusted_loss(Run(run_dir).load()[0], data).to_dict()
     except Exception as err:  # noqa: BLE001  (reported with the run; the sweep goes on)
         return {"status": "failed", "error": f"{type(err).__name__}: {err}", "seconds": time.perf_counter() - t0}
     return {"status": "done", "adjusted_loss": est, "seconds": time.perf_counter() - t0}

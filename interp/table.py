@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from interp import checkpoints as ck
+from interp.evalset import EvalSet
 from interp.evaluate import TABLE1_COLUMNS, evaluate, paper_table, paper_value
 from interp.tasks import as_prior
 from interp.run import Run
@@ -92,7 +93,7 @@ def evaluate_runs(runs: list[dict], n_seq: int, eval_seed: int, cache: dict, cac
         key = f"model|{_where(r['run'])}|{r['step']}|{r['stamp']}|{n_seq}|{eval_seed}"
         if "worst" not in cache.get(key, {}):
             t0 = time.perf_counter()
-            est = evaluate({"m": Run(r["run"]).load()[0]}, r["noise"], n_seq, seed=eval_seed)["m"]
+            est = evaluate({"m": Run(r["run"]).load()[0]}, EvalSet(r["noise"], n_seq=n_seq, seed=eval_seed))["m"]
             cache[key] = est.to_dict()
             log(f"{r['run']}: {est.mean:.4g} ± {est.stderr:.2g}  [{time.perf_counter() - t0:.1f}s]")
             save_cache(cache_path, cache)
@@ -109,7 +110,8 @@ def evaluate_baselines(priors: list[str], baseline_seq: int, eval_seed: int, cac
         if key not in cache:
             t0 = time.perf_counter()
             preds = baselines(noise, names=list(BASE_NAMES))
-            cache[key] = {nm: e.to_dict() for nm, e in evaluate(preds, noise, baseline_seq, seed=eval_seed).items()}
+            data = EvalSet(noise, n_seq=baseline_seq, seed=eval_seed)
+            cache[key] = {nm: e.to_dict() for nm, e in evaluate(preds, data).items()}
             log(f"baselines on {noise}: " + ", ".join(f"{nm} {v['mean']:.4g}" for nm, v in cache[key].items())
                 + f"  [{time.perf_counter() - t0:.0f}s]")
             save_cache(cache_path, cache)

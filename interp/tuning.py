@@ -19,7 +19,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from interp.baselines import AdaRR, Bayes, ConstRR, GDk, Spectral, TunedRR, ols_predict, oracle_predict
+from interp.baselines import AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict
+from interp.spectral import SpectralContext
 from interp.tasks import NoisePrior, as_prior, sample_tasks
 
 TUNE_SEED = 10_007
@@ -32,18 +33,17 @@ def cache_key(prior: "str | NoisePrior", d: int, n: int) -> str:
 
 
 class TuningSet:
-    """Spectral views and targets of the tuning sequences (float64)."""
+    """Spectral contexts and targets of the tuning sequences (float64)."""
 
     def __init__(self, prior: "str | NoisePrior", d: int = 10, n: int = 20, n_seq: int = TUNE_SEQ, seed: int = TUNE_SEED):
         gen = torch.Generator().manual_seed(seed)
         parts, targets, oracle = [], [], []
         for start in range(0, n_seq, 10_000):
             batch = sample_tasks(min(10_000, n_seq - start), d, n, prior, gen, dtype=torch.float64)
-            parts.append(Spectral.of(batch))
+            parts.append(SpectralContext.of(batch))
             targets.append(batch.target)
             oracle.append(oracle_predict(batch))
-        cat = lambda name: torch.cat([getattr(p, name) for p in parts])  # noqa: E731
-        self.sp = Spectral(cat("s"), cat("a"), cat("b"), cat("rss"), n, d)
+        self.sp = SpectralContext.cat(parts)
         self.target = torch.cat(targets)
         self.oracle_loss = 0.5 * ((torch.cat(oracle) - self.target) ** 2).mean().item()
         self.prior, self.d, self.n, self.n_seq, self.seed = as_prior(prior), d, n, n_seq, seed

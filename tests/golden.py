@@ -15,8 +15,9 @@ from pathlib import Path
 import torch
 
 from interp.checkpoints import load
+from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
-from interp.probes import Context, fit_layer_maps, implicit_model, implied_lambda
+from interp.probes import fit_layer_maps, implicit_model
 from interp.run import Run
 from interp.tasks import sample_tasks
 from interp.train import is_complete, load_run_config
@@ -42,7 +43,8 @@ def golden_values(name: str) -> dict:
     run = ZOO / name
     cfg = load_run_config(run)
     model = load(run)
-    out: dict = {"adjusted_loss": adjusted_loss(model, cfg.noise, n_seq=10_000, seed=0).mean}
+    data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=10_000, seed=0)
+    out: dict = {"adjusted_loss": adjusted_loss(model, data).mean}
     batch = sample_tasks(2000, cfg.model.d, cfg.n, cfg.noise, torch.Generator().manual_seed(1), dtype=torch.float64)
     imp = implicit_model(model, batch.tokens)
     if cfg.model.param == "full":
@@ -51,8 +53,7 @@ def golden_values(name: str) -> dict:
         out["equivariant_r2"] = fits.equivariant_r2.tolist()
     else:
         out["omegas"] = model.omegas().stack().detach().double().tolist()
-    ctx = Context.from_stats(imp.S[0], batch.x_query)
-    lam, _ = implied_lambda(ctx, imp.w)
+    lam, _ = imp.context().implied_lambda(imp.w)
     final = lam[-1]
     ok = torch.isfinite(final)
     s2 = batch.sigma[ok] ** 2

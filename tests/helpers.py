@@ -60,6 +60,17 @@ def fit(model: LinearTransformer, sample, steps: int, lr: float, seed: int = 0) 
     return model
 
 
+def trained(run_dir, param: str, noise: str, steps: int, d: int = 10, n: int = 20, n_layers: int = 1, lr: float = 1e-2,
+            batch: int = 2048, seed: int = 0) -> LinearTransformer:
+    """A model trained by interp.train.train (Adam, one-cycle lr, fresh batches of the noise prior), two checkpoints."""
+    from interp.config import TrainConfig
+    from interp.train import train
+
+    cfg = TrainConfig(model=ModelConfig(d=d, n_layers=n_layers, param=param), noise=noise, n=n, seed=seed, steps=steps,
+                      batch=batch, lr=lr, schedule="onecycle", n_checkpoints=2, resume_every=steps, log_every=steps)
+    return train(cfg, run_dir, progress=False).model
+
+
 def implicit_w1(model: LinearTransformer, tokens: torch.Tensor) -> torch.Tensor:
     """w^1 of a one-layer model: ŷ = ⟨w^1, x_t⟩ with w^1 = −(Σ_k P_k S Q_k)[d, :d] (Theorem 4.1)."""
     with torch.no_grad():

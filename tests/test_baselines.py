@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from interp.baselines import (AdaRR, Bayes, ConstRR, GDk, Spectral, TunedRR, ols_predict, oracle_predict,
-                              ridge_predict, sigma_nodes)
+from interp.baselines import (AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict, ridge_predict,
+                              sigma_nodes)
+from interp.evalset import EvalSet
 from interp.evaluate import evaluate
+from interp.spectral import SpectralContext
 from interp.tasks import sample_tasks
 from interp.tuning import baselines, tuned
 
@@ -30,7 +32,7 @@ def test_oracle_ridge_matches_numpy_solve():
     b = tasks()
     ref = numpy_ridge(b, b.sigma.numpy() ** 2)
     np.testing.assert_allclose(oracle_predict(b).numpy(), ref, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(Spectral.of(b).ridge(b.sigma**2).numpy(), ref, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(SpectralContext.of(b).ridge(b.sigma**2).numpy(), ref, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(ConstRR(2.5)(b).numpy(), numpy_ridge(b, 2.5), rtol=1e-9, atol=1e-9)
 
 
@@ -45,7 +47,7 @@ def test_ols_matches_lstsq_and_min_norm_when_n_below_d():
 
 def test_adarr_sigma_hat_is_unbiased_residual_variance():
     b = tasks(noise="fixed:2")
-    sp = Spectral.of(b)
+    sp = SpectralContext.of(b)
     x, y = b.x.numpy(), b.y.numpy()
     rss = [np.sum((y[i] - x[i] @ np.linalg.lstsq(x[i], y[i], rcond=None)[0]) ** 2) for i in range(len(b))]
     np.testing.assert_allclose(sp.sigma2_hat().numpy(), np.array(rss) / 10, rtol=1e-8)
@@ -57,7 +59,7 @@ def test_adarr_sigma_hat_is_unbiased_residual_variance():
 
 def test_adarr_and_tunedrr_are_exact_on_noiseless_data():
     est = evaluate({"adarr": AdaRR(), "tunedrr": TunedRR(1.5, 3.0), "bayes": Bayes("categorical:0,1")},
-                   "fixed:0", n_seq=3000, seed=4)
+                   EvalSet("fixed:0", n_seq=3000, seed=4))
     for name, e in est.items():
         assert abs(e.mean) < 1e-12, (name, e)
 
@@ -74,7 +76,7 @@ def test_gd_k_matches_explicit_iteration():
 
 def test_log_marginal_matches_dense_gaussian():
     b = tasks(20, noise="fixed:1")
-    sp = Spectral.of(b)
+    sp = SpectralContext.of(b)
     for s2 in (0.01, 1.0, 9.0):
         K = b.x @ b.x.transpose(1, 2) + s2 * torch.eye(20, dtype=torch.float64)
         dense = -0.5 * (torch.logdet(K) + (b.y[:, None, :] @ torch.linalg.solve(K, b.y[..., None]))[:, 0, 0])

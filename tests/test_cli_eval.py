@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import math
 
 import pytest
 import torch
@@ -55,7 +56,11 @@ def test_csv_to_stdout_same_seed_same_numbers(ckpt, capsys):
 def test_profile_and_layers_views(ckpt, capsys):
     rc, out, err = run(["eval", ckpt, "--view", "profile", "--sigmas", "0,2", "--profile-seq", "500",
                         "--baselines", "constrr,gd", "--noise", "categorical:1,3"], capsys)
-    assert rc == 0, err and "σ" in out
+    assert rc == 0, err
+    head = out.splitlines()[1]
+    assert head.split()[-2:] == ["0", "2"] and "σ" in head  # one column per requested σ
+    _, at0, at2 = next(line for line in out.splitlines() if line.startswith("constrr")).split()
+    assert float(at0) > 0.01 and math.isfinite(float(at2))  # at σ = 0 the oracle is exact, ConstRR's λ > 0 is not
     rc, out, err = run(["eval", ckpt, "--view", "layers", "--sigmas", "0:1:1", "--profile-seq", "500",
                         "--n-seq", "1000", "--json"], capsys)
     assert rc == 0, err

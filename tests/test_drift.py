@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from interp.evalset import EvalSet
+from interp.evaluate import ScoredSet, adjusted_losses, evaluate
 from interp.model import LinearTransformer
 from interp.probes.drift import (
-    DriftData, drift_trajectory, functional_metrics, offdiag_part, paired_losses, scalar_identity_deviation,
+    DriftData, DriftRecord, drift_record, drift_trajectory, functional_metrics, offdiag_part, scalar_identity_deviation,
     weight_metrics,
 )
 from interp.tasks import TaskBatch, sample_tasks
@@ -49,13 +51,15 @@ def test_weight_metrics_invariant_to_rescaling_head_permutation_and_rotation():
     other, _ = transformed(model)
     a, b = weight_metrics(model.P, model.Q), weight_metrics(other.P, other.Q)
     for key in INVARIANT:
-        torch.testing.assert_close(a[key], b[key], rtol=1e-9, atol=1e-12, msg=key)
+        torch.testing.assert_close(getattr(a, key), getattr(b, key), rtol=1e-9, atol=1e-12, msg=key)
     for key in ("remainder_block_share", "remainder_block_sv"):
-        for block in a[key]:
-            torch.testing.assert_close(a[key][block], b[key][block], rtol=1e-9, atol=1e-12, msg=f"{key} {block}")
+        for block in getattr(a, key):
+            torch.testing.assert_close(getattr(a, key)[block], getattr(b, key)[block], rtol=1e-9, atol=1e-12,
+                                       msg=f"{key} {block}")
     for key in ("x_block_dev_P_per_head", "offdiag_sv_rel_Q_per_head"):  # per head: the same set of heads
-        torch.testing.assert_close(a[key].sort(1).values, b[key].sort(1).values, rtol=1e-9, atol=1e-12)
-    assert (a["share_outside"] > 0.5).all()  # a random model is far from DIAG
+        ours, theirs = getattr(a, key).sort(1).values, getattr(b, key).sort(1).values
+        torch.testing.assert_close(ours, theirs, rtol=1e-9, atol=1e-12)
+    assert (a.share_outside > 0.5).all()  # a random model is far from DIAG
 
 
 def test_functional_metrics_invariant_on_rotated_sequences():
@@ -63,12 +67,12 @@ def test_functional_metrics_invariant_on_rotated_sequences():
     model = random_full(d=D_, n_layers=2, n_heads=2, scale=0.08, seed=2)
     other, O = transformed(model, seed=5)
     ev, fit = batch(1_000, seed=3), batch(512, seed=4)
-    a = functional_metrics(model, [ev], fit.tokens)
-    b = functional_metrics(other, [rotate(ev, O)], rotate(fit, O).tokens)
+    a = functional_metrics(model, ScoredSet.of_batches([ev]), fit.tokens)
+    b = functional_metrics(other, ScoredSet.of_batches([rotate(ev, O)]), rotate(fit, O).tokens)
     for key in ("r2_diag", "r2_equivariant", "gap_per_layer"):
-        torch.testing.assert_close(a[key], b[key], rtol=1e-7, atol=1e-10, msg=key)
+        torch.testing.assert_close(getattr(a, key), getattr(b, key), rtol=1e-7, atol=1e-10, msg=key)
     for key in ("loss", "loss_diag_projection", "loss_diag_fit", "gap_diag_projection"):
-        assert a[key] == pytest.approx(b[key], rel=1e-8, abs=1e-12), key
+        assert getattr(a, key) == pytest.approx(getattr(b, key), rel=1e-8, abs=1e-12), key
 
 
 def test_scalar_identity_deviation_and_offdiag_part():
@@ -96,7 +100,7 @@ def _interpolated(t: float, seed: int = 0) -> LinearTransformer:
 
 
 def test_synthetic_full_to_diag_trajectory_is_monotone():
-    data = DriftData("uniform:1", d=D_, n=N_, eval_seq=4_000, fit_seq=512, eval_seed=1, fit_seed=2)
+    data = DriftData(EvalSet("uniform:1", d=D_, n=N_, n_seq=4_000, seed=1), fit_seq=512, fit_seed=2)
     traj = [(i, _interpolated(t)) for i, t in enumerate(torch.linspace(0, 1, 6).tolist())]
     recs = drift_trajectory(traj, data)["checkpoints"]
     series = lambda key, l: torch.tensor([r[key][l] for r in recs], dtype=torch.float64)
@@ -117,26 +121,35 @@ def test_synthetic_full_to_diag_trajectory_is_monotone():
 def test_diag_model_has_zero_remainder_and_zero_gap(param):
     model = random_diag(d=D_, n_layers=3, n_heads=2, param=param, scale=0.05, seed=4)
     w = weight_metrics(model.P, model.Q)
-    assert w["share_outside"].max() < 1e-28 and w["share_outside_read"].max() < 1e-28
-    assert (w["remainder_sv"] <= 1e-15 * w["norm"][:, None]).all()
-    assert w["x_block_dev_P"].max() < 1e-14 and w["x_block_dev_Q"].max() < 1e-14
-    assert w["write_share"].max() == 0 and w["register_cos"].max() == 0
-    torch.testing.assert_close(w["omega"], model.omegas().stack().double(), rtol=1e-12, atol=1e-15)
+    assert w.share_outside.max() < 1e-28 and w.share_outside_read.max() < 1e-28
+    assert (w.remainder_sv <= 1e-15 * w.norm[:, None]).all()
+    assert w.x_block_dev_P.max() < 1e-14 and w.x_block_dev_Q.max() < 1e-14
+    assert w.write_share.max() == 0 and w.register_cos.max() == 0
+    torch.testing.assert_close(w.omega, model.omegas().stack().double(), rtol=1e-12, atol=1e-15)
     ev, fit = batch(1_000, seed=7), batch(256, seed=8)
-    f = functional_metrics(model, [ev], fit.tokens)
-    tol = 1e-12 * (1 + abs(f["loss"]))  # zero to float64 rounding of the loss
-    assert 0.1 < f["loss"] < 100 and abs(f["gap_diag_projection"]) < tol and f["gap_per_layer"].abs().max() < tol
-    assert f["r2_diag"].min() > 1 - 1e-10
+    f = functional_metrics(model, ScoredSet.of_batches([ev]), fit.tokens)
+    tol = 1e-12 * (1 + abs(f.loss))  # zero to float64 rounding of the loss
+    assert 0.1 < f.loss < 100 and abs(f.gap_diag_projection) < tol and f.gap_per_layer.abs().max() < tol
+    assert f.r2_diag.min() > 1 - 1e-10
 
 
-def test_paired_losses_match_evaluate():
-    from interp.evaluate import evaluate
-
+def test_drift_loss_is_the_adjusted_loss_and_the_record_round_trips():
     model = random_full(d=D_, n_layers=2, n_heads=1, scale=0.05, seed=9)
-    data = DriftData("uniform:2", d=D_, n=N_, eval_seq=3_000, fit_seq=64, eval_seed=11)
-    ours = paired_losses({"m": model}, data.eval_batches, data.oracle)["m"].mean().item()
-    ref = evaluate({"m": model}, "uniform:2", n_seq=3_000, d=D_, n=N_, seed=11)["m"].mean
-    assert ours == pytest.approx(ref, rel=1e-10)
+    evalset = EvalSet("uniform:2", d=D_, n=N_, n_seq=3_000, seed=11)
+    data = DriftData(evalset, fit_seq=64)
+    rec = drift_record(5, model, data)
+    ref = evaluate({"m": model}, evalset)["m"]
+    assert rec.functional.loss == pytest.approx(ref.mean, rel=1e-10)
+    assert rec.functional.loss_stderr == pytest.approx(ref.stderr, rel=1e-8)
+    assert adjusted_losses({"m": model}, data.scored)["m"].mean().item() == pytest.approx(ref.mean, rel=1e-10)
+    assert data.describe() == {"noise": "uniform:2", "d": D_, "n": N_, "eval_seq": 3_000, "eval_seed": 11,
+                               "fit_seq": 64, "fit_seed": data.fit_seed}
+    doc = rec.to_json()  # flat, as `interp drift --json` writes it
+    assert doc["step"] == 5 and doc["gap_diag_projection"] == rec.functional.gap_diag_projection
+    assert len(doc["remainder_sv"][0]) <= 8 and "gap_per_layer" in doc
+    back = DriftRecord.from_json(doc)
+    assert back.functional.gap_per_layer == doc["gap_per_layer"] and back.weights.share_outside == doc["share_outside"]
+    assert back.to_json() == doc
 
 
 def test_register_directions_find_a_planted_register():
@@ -155,6 +168,6 @@ def test_register_directions_find_a_planted_register():
     Q[1, 0, :d, :d] += 0.2 * v[:, None] @ u[None]
     w = weight_metrics(P, Q)
     share = 0.16 / (0.16 + 0.25 * d + 0.09)
-    assert w["write_share"][0].item() == pytest.approx(share, rel=1e-12) and w["write_share"][1] == 0
-    assert w["register_cos"][0, 1].item() == pytest.approx(1.0, abs=1e-12)
-    assert w["register_cos"][1].abs().max() == 0 and w["register_cos"][0, 0] == 0  # only later layers read
+    assert w.write_share[0].item() == pytest.approx(share, rel=1e-12) and w.write_share[1] == 0
+    assert w.register_cos[0, 1].item() == pytest.approx(1.0, abs=1e-12)
+    assert w.register_cos[1].abs().max() == 0 and w.register_cos[0, 0] == 0  # only later layers read

@@ -5,8 +5,9 @@ import torch
 
 from interp.baselines import AdaRR, ConstRR, GDk, oracle_predict
 from interp.config import ModelConfig, TrainConfig
-from interp.evaluate import (adjusted_loss, batches, evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid,
-                             sigma_profile)
+from interp.evalset import EvalSet
+from interp.evaluate import (ScoredSet, adjusted_loss, adjusted_losses, evaluate, paper_value, per_layer_loss,
+                             per_layer_profile, sigma_grid, sigma_profile)
 from interp.model import LinearTransformer
 from interp.train import train
 
@@ -14,15 +15,37 @@ torch.set_num_threads(1)
 
 
 def test_same_seed_same_numbers_for_any_chunk():
-    a = adjusted_loss(AdaRR(), "uniform:2", n_seq=3000, seed=3)
-    b = adjusted_loss(AdaRR(), "uniform:2", n_seq=3000, seed=3, chunk=700)
-    c = adjusted_loss(AdaRR(), "uniform:2", n_seq=3000, seed=4)
+    data = EvalSet("uniform:2", n_seq=3000, seed=3)
+    a = adjusted_loss(AdaRR(), data)
+    b = adjusted_loss(AdaRR(), data.replace(chunk=700))
+    c = adjusted_loss(AdaRR(), data.replace(seed=4))
     assert a.mean == pytest.approx(b.mean, abs=1e-14) and a.stderr == pytest.approx(b.stderr, rel=1e-10)
     assert a.mean != c.mean and a.n_seq == 3000
+    # the batches themselves are the same sequences, whatever the chunk (also across the 10 000-sequence blocks)
+    big = EvalSet("uniform:2", n_seq=12_000, seed=3)
+    x = torch.cat([b.tokens for b in big.batches()])
+    y = torch.cat([b.tokens for b in big.replace(chunk=999).batches()])
+    assert torch.equal(x, y) and torch.equal(big.draw().tokens, x) and x.shape[0] == 12_000
+    # held in memory with the oracle's loss: the same per-sequence numbers
+    torch.testing.assert_close(adjusted_losses({"a": AdaRR()}, ScoredSet.of(data))["a"],
+                               adjusted_losses({"a": AdaRR()}, data)["a"], rtol=0, atol=0)
+
+
+def test_evalset_validates_and_describes():
+    data = EvalSet("uniform:2", d=5, n=8, n_seq=10, seed=1)
+    assert data.describe() == {"noise": "uniform:2", "d": 5, "n": 8, "n_seq": 10, "seed": 1}
+    assert data.at_sigma(1.5).describe()["sigma"] == 1.5 and (data.at_sigma(1.5).draw().sigma == 1.5).all()
+    b = data.draw()
+    assert b.tokens.shape == (10, 9, 6) and b.tokens.dtype == torch.float64
+    for bad in (dict(n_seq=0), dict(d=0), dict(chunk=-1), dict(sigma=-1.0)):
+        with pytest.raises(ValueError, match="EvalSet"):
+            data.replace(**bad)
+    with pytest.raises(ValueError, match="noise"):
+        EvalSet("gaussian:1")
 
 
 def test_oracle_has_zero_adjusted_loss_and_stderr_is_paired():
-    est = evaluate({"oracle": oracle_predict, "zero": lambda b: torch.zeros(len(b))}, "uniform:1", n_seq=4000)
+    est = evaluate({"oracle": oracle_predict, "zero": lambda b: torch.zeros(len(b))}, EvalSet("uniform:1", n_seq=4000))
     assert est["oracle"].mean == 0 and est["oracle"].stderr == 0
     # predicting 0 costs ½E[y_t²] = ½E‖w‖² = d/2 = 5, minus the oracle's small loss
     assert est["zero"].mean == pytest.approx(5.0, abs=4 * est["zero"].stderr + 0.05)
@@ -31,7 +54,7 @@ def test_oracle_has_zero_adjusted_loss_and_stderr_is_paired():
 def test_sigma_grid_and_profile():
     assert sigma_grid("uniform:5") == [0.5 * i for i in range(13)]
     assert sigma_grid("categorical:1,3", step=1) == [0, 1, 2, 3, 4]
-    prof = sigma_profile({"const": ConstRR(1.0), "ada": AdaRR()}, [0.0, 1.0, 3.0], n_seq=2000)
+    prof = sigma_profile({"const": ConstRR(1.0), "ada": AdaRR()}, [0.0, 1.0, 3.0], EvalSet("uniform:5", n_seq=2000))
     assert prof["const"][1].mean == pytest.approx(0.0, abs=1e-12)  # λ = 1 is the oracle at σ = 1
     assert prof["ada"][0].mean == pytest.approx(0.0, abs=1e-12)  # noiseless: σ̂² = 0 is exact
     assert prof["const"][2].mean > 0.1 and len(prof["ada"]) == 3
@@ -41,11 +64,11 @@ def test_per_layer_of_gd_construction_matches_gd_k():
     # von Oswald et al.: ω_yx = −η per layer gives exactly k GD steps after k layers (PAPER.md §3)
     eta = 0.02
     model = LinearTransformer.from_omegas(torch.tensor([[0.0, 0.0, -eta, 0.0]] * 3), d=10)
-    curve = per_layer_loss(model, "uniform:3", n_seq=3000)
-    ref = [adjusted_loss(GDk(k, eta) if k else (lambda b: torch.zeros(len(b))), "uniform:3", n_seq=3000).mean
-           for k in range(4)]
+    data = EvalSet("uniform:3", n_seq=3000)
+    curve = per_layer_loss(model, data)
+    ref = [adjusted_loss(GDk(k, eta) if k else (lambda b: torch.zeros(len(b))), data).mean for k in range(4)]
     assert [c.mean for c in curve] == pytest.approx(ref, rel=1e-6)  # float64; only the order of sums differs
-    grid = per_layer_profile(model, [0.0, 2.0], n_seq=1000)
+    grid = per_layer_profile(model, [0.0, 2.0], data.replace(n_seq=1000))
     assert len(grid) == 4 and len(grid[0]) == 2 and grid[3][0].mean < grid[1][0].mean
 
 
@@ -67,9 +90,10 @@ def test_trained_one_layer_model_reaches_the_closed_form(tmp_path):
     model = train(cfg, tmp_path / "run", progress=False).model
     omega_yx = model.omegas().omega_yx.item()
     assert -omega_yx == pytest.approx(eta, rel=0.03)
-    est = evaluate({"model": model, "closed": GDk(1, eta)}, noise, n_seq=40_000)
+    data = EvalSet(noise, d=d, n=n, n_seq=40_000)
+    est = evaluate({"model": model, "closed": GDk(1, eta)}, data)
     # the oracle's ½·MSE on the same sequences turns the closed-form ½·MSE into an adjusted loss
-    oracle_mse = torch.cat([0.5 * (oracle_predict(b) - b.target) ** 2 for b in batches(noise, 40_000)]).mean().item()
+    oracle_mse = torch.cat([0.5 * (oracle_predict(b) - b.target) ** 2 for b in data.batches()]).mean().item()
     closed_adjusted = closed_mse - oracle_mse
     assert est["closed"].mean == pytest.approx(closed_adjusted, abs=4 * est["closed"].stderr + 0.01)
     assert est["model"].mean == pytest.approx(closed_adjusted, abs=0.02)

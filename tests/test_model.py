@@ -89,7 +89,10 @@ def test_gd_construction_gives_exact_gd_steps(L):
     with torch.no_grad():
         per_layer = model.predict_per_layer(batch.tokens)
     torch.testing.assert_close(per_layer[1:], torch.stack(gd_preds), rtol=1e-10, atol=1e-10)
-    assert model.omegas is not None
+    # the same map as the DIAG model with ω_yx = −η in every layer (and nothing else)
+    diag = LinearTransformer.from_omegas(torch.tensor([[0.0, 0.0, -eta, 0.0]] * L, dtype=torch.float64), d=d)
+    with torch.no_grad():
+        torch.testing.assert_close(diag.predict_per_layer(batch.tokens), per_layer, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="diag and gdpp"):
         model.omegas()
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import torch
 
 from interp.config import ModelConfig
+from interp.evalset import EvalSet
+from interp.evaluate import adjusted_loss
 from interp.model import LinearTransformer
 from interp.probes import (
-    Context, diag_ablation, diag_projection, effective_step, fit_layer_maps, implicit_model, layer_omegas, lemma44,
+    diag_ablation, diag_projection, effective_step, fit_layer_maps, implicit_model, layer_omegas, lemma44,
     rescaling_factor, with_diag_layers,
 )
 from interp.probes.forms import const_ridge_fit, heads_from_operator, layer_update
@@ -117,24 +119,26 @@ def test_ablation_of_a_diag_model_changes_nothing():
     d = 10
     omega = torch.tensor([[-0.01, -0.002, -0.03, -0.001], [0.0, 0.0, -0.05, -0.0005]], dtype=torch.float64)
     model = LinearTransformer.from_omegas(omega, d)
-    res = diag_ablation(model, "uniform:2", n_seq=2_000)
-    assert abs(res["delta_all"]) < 1e-10 and max(abs(x) for x in res["delta_per_layer"]) < 1e-10
-    assert 0 < res["base"] < 5
+    data = EvalSet("uniform:2", d=d, n=20, n_seq=2_000)
+    res = diag_ablation(model, data)
+    assert abs(res.delta_all) < 1e-10 and max(abs(x) for x in res.delta_per_layer) < 1e-10
+    assert 0 < res.base < 5 and res.n_seq == 2_000
     # a FULL model with an off-DIAG part does change when projected
     g = torch.Generator().manual_seed(0)
     full = with_diag_layers(model, omega, [])
     with torch.no_grad():
         full.blocks[1].attn.Q.add_(0.01 * torch.randn(full.blocks[1].attn.Q.shape, generator=g, dtype=torch.float64))
-    res = diag_ablation(full, "uniform:2", n_seq=2_000)
-    assert abs(res["delta_per_layer"][1]) > 1e-4 and abs(res["delta_per_layer"][0]) < 1e-10
+    res = diag_ablation(full, data)
+    assert abs(res.delta_per_layer[1]) > 1e-4 and abs(res.delta_per_layer[0]) < 1e-10
+    assert res.base == adjusted_loss(full, data).mean  # the same sequences as the one adjusted loss
 
 
 def test_const_ridge_match_recovers_a_constant_lambda():
     d, n = 10, 20
     batch = tasks(500, d, n, noise="uniform:3")
     imp = implicit_model(LinearTransformer.from_omegas(torch.zeros(1, 4, dtype=torch.float64), d), batch.tokens)
-    ctx = Context.from_stats(imp.S[0], batch.x_query)
-    pred = torch.stack([ctx.predict(ctx.ridge(lam)) for lam in (0.5, 7.0)])
+    ctx = imp.context()
+    pred = torch.stack([ctx.ridge(lam) for lam in (0.5, 7.0)])
     out = const_ridge_fit(ctx, pred, batch.target)
     torch.testing.assert_close(out["lambda_match"], torch.tensor([0.5, 7.0], dtype=torch.float64), rtol=1e-5, atol=0)
     assert 0.5 < out["lambda_constrr"] < 20

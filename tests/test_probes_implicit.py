@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from interp.model import LinearTransformer
-from interp.probes import Context, implicit_model, implied_lambda, tune_gd_steps
+from interp.probes import implicit_model, tune_gd_steps
 from interp.probes.implicit import compare_solvers, gd_iterates
 from interp.tasks import sample_tasks
 
@@ -64,7 +64,7 @@ def test_gd_construction_gives_explicit_gd_iterates():
         torch.testing.assert_close(imp.w[l], w, rtol=1e-10, atol=1e-12)
         w = w + eta * (alpha - (Sigma @ w[..., None])[..., 0])  # w ← w + η (α − Σ w)
     # and through the eigen-coordinates used for the tuned GD reference
-    ctx = Context.from_stats(imp.S[0], batch.x_query)
+    ctx = imp.context()
     etas = torch.full((L + 1,), eta, dtype=torch.float64)
     torch.testing.assert_close(gd_iterates(ctx, etas)[1:], imp.w[1:], rtol=1e-9, atol=1e-12)
     # tuning the step against the model's own w^l recovers η, and the GD comparison is exact
@@ -77,15 +77,15 @@ def test_gd_construction_gives_explicit_gd_iterates():
 def test_implied_lambda_recovers_a_planted_ridge():
     d, n = 10, 20
     batch = tasks(40, d, n)
-    ctx = Context.from_stats(implicit_model(gd_model(d, 1, 0.01), batch.tokens).S[0], batch.x_query)
+    ctx = implicit_model(gd_model(d, 1, 0.01), batch.tokens).context()
     lam0 = torch.logspace(-2, 3, 40, dtype=torch.float64)
-    w = torch.stack([torch.zeros(40, d, dtype=torch.float64), ctx.ridge(lam0)])  # [L+1, batch, d], w⁰ = 0
-    lam, err = implied_lambda(ctx, w)
+    w = torch.stack([torch.zeros(40, d, dtype=torch.float64), ctx.ridge_weights(lam0)])  # [L+1, batch, d], w⁰ = 0
+    lam, err = ctx.implied_lambda(w)
     assert lam.shape == (2, 40) and lam[0].isinf().all() and err[0].isnan().all()
     torch.testing.assert_close(lam[1], lam0, rtol=1e-5, atol=0)
     assert err[1].max() < 1e-6
     # OLS (λ = 0) and ridge against the reference solvers
-    torch.testing.assert_close(ctx.ols(), torch.linalg.solve(batch.x.transpose(1, 2) @ batch.x,
+    torch.testing.assert_close(ctx.ols_weights(), torch.linalg.solve(batch.x.transpose(1, 2) @ batch.x,
                                                             (batch.x * batch.y[..., None]).sum(1)))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -91,7 +90,7 @@ def test_summary_rows_match_records_and_paper(report):
     models = [r for r in rows if r["kind"] == "model"]
     assert [r["name"] for r in models] == ["gdpp1", "diag1", "full2", "diag1_cat13"]
     for r in models:
-        assert r["mean"] == data.records[r["name"]]["loss"]["mean"] and math.isfinite(r["mean"])
+        assert r["mean"] == data.records[r["name"]].loss.mean and math.isfinite(r["mean"])
         assert r["paper"] is not None and r["ratio"] == pytest.approx(r["mean"] / r["paper"])  # Table 1 has uniform:1
     base = [r for r in rows if r["kind"] == "baseline"]
     assert sorted((r["noise"], r["name"]) for r in base) == sorted(
@@ -129,24 +128,27 @@ def test_records_are_cached_next_to_the_checkpoint(report, tmp_path):
     for e in data.entries:
         assert (e.run_dir / CACHE_FILE).is_file()
     again = gather([e.path for e in data.entries], Settings.quick())
-    assert all(r["cached"] for r in again.records.values())
-    assert again.records["full2"]["loss"] == data.records["full2"]["loss"]
+    assert all(r.cached for r in again.records.values())
+    assert again.records["full2"].loss == data.records["full2"].loss
+    assert again.records["full2"].probe == data.records["full2"].probe  # the typed record reads back as written
     other = gather([data.entries[0].path], Settings.quick().__class__(**{**Settings.quick().__dict__, "seed": 1}))
-    assert not other.records["gdpp1"]["cached"]  # other settings, other key
+    assert other.records["gdpp1"].cached is False  # other settings, other key
 
 
-def test_drift_section_says_when_unavailable(report, monkeypatch):
+def test_drift_section_says_when_unavailable(report):
     from interp.report import figures
     from interp.report.data import Settings, drift_records
 
     _, data, _ = report
-    assert data.drift["available"] and set(data.drift["runs"]) == {"full2"}
-    monkeypatch.setitem(sys.modules, "interp.probes.drift", None)  # import now fails
-    missing = drift_records(data.entries, Settings.quick())
-    assert missing["available"] is False and "cannot be imported" in missing["reason"]
+    assert data.drift.available and set(data.drift.runs) == {"full2"}
+    points = data.drift.runs["full2"]
+    assert [p.step for p in points] == sorted(p.step for p in points) and len(points[-1].share_outside) == 2
+    no_full = [e for e in data.entries if e.arch != "full"]
+    missing = drift_records(no_full, Settings.quick())
+    assert not missing.available and "no FULL run" in missing.reason
     data_missing = type(data)(**{**data.__dict__, "drift": missing})
-    (panel,) = figures.drift(data_missing)
-    assert panel.figure is None and "not available" in panel.note
+    panel = figures.drift(data_missing)
+    assert panel.figure is None and "not available" in panel.note and panel.title == "Drift over training steps"
 
 
 def test_library_never_imports_report_or_cli():
@@ -188,7 +190,37 @@ def test_several_runs_at_one_depth(report):
     line = next(t for t in fig.data if t.name == "FULL")
     others = next(t for t in fig.data if t.name == "FULL (other runs)")
     assert len(line.x) == len(others.x) == 1  # the line joins the best run per depth; the other is a marker
-    best = min(both.records.values(), key=lambda r: r["loss"]["mean"])["loss"]["mean"]
+    best = min(r.loss.mean for r in both.records.values())
     assert line.customdata[0][1] == best
     names = [t.name for t in figures.omegas(both).figure.data if t.showlegend is not False]
     assert len(set(names)) == len(names) == 2  # legend names say which run when arch and depth coincide
+
+
+def test_report_on_a_d5_model(tmp_path):
+    """Nothing assumes d = 10: a FULL model with d = 5, n = 8, trained in the test, gets every panel, 6×6 heatmaps
+    whose ticks and caption say so, and summary rows without a paper value (Table 1 has d = 10 only)."""
+    from interp.config import ModelConfig, TrainConfig
+    from interp.report import figures, write_report
+    from interp.report.data import Settings
+    from interp.report.html import sections
+    from interp.train import train
+
+    run = tmp_path / "full2_d5"
+    cfg = TrainConfig(model=ModelConfig(d=5, n_layers=2, n_heads=1, param="full"), noise="uniform:1", n=8, seed=0,
+                      steps=30, batch=128, lr=1e-2, n_checkpoints=4, log_every=5, resume_every=30)
+    train(cfg, run, progress=False)
+    path, data = write_report([run], tmp_path / "r.html", Settings.quick())
+    e = data.entries[0]
+    assert (e.d, e.n) == (5, 8) and path.is_file()
+    panels = [p for _, _, ps in sections(data) for p in ps]
+    assert all(p.figure is not None for p in panels), [p.id for p in panels if p.figure is None]
+    heat = figures.heatmaps(data)
+    assert list(heat.figure.data[0].x) == ["x1", "x2", "x3", "x4", "x5", "y"] and "6×6" in heat.caption
+    assert len(data.records[e.label].probe.omegas.omega) == 2 and len(data.records[e.label].P[0]) == 6
+    assert data.records[e.label].probe.d == 5 and data.records[e.label].loss.n_seq == Settings.quick().n_seq
+    from interp.report import summary_rows
+
+    model_row = next(r for r in summary_rows(data) if r["kind"] == "model")
+    assert model_row["paper"] is None and math.isfinite(model_row["mean"])
+    loss_panel = figures.loss_vs_layers(data).figure
+    assert list(loss_panel.layout.xaxis.tickvals) == list(range(1, 8))  # Table 1's depths when no model is deeper

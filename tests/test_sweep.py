@@ -229,6 +229,7 @@ def test_ray_resources_no_node_has_are_refused(tmp_path, ray_local):
 @pytest.mark.slow
 def test_table_from_a_root(tmp_path, capsys):
     """interp table: best of seeds per cell, its median and worst sequence, cross-checked with evaluate()."""
+    from interp.evalset import EvalSet
     from interp.evaluate import evaluate
 
     root = tmp_path / "root"
@@ -239,7 +240,7 @@ def test_table_from_a_root(tmp_path, capsys):
                              "--json", tmp_path / "t.json")
     assert code == 0, err
     cell = json.loads((tmp_path / "t.json").read_text())["cells"]["diag1|uniform:5"]
-    est = evaluate({"m": ck.load(root / "diag1_uniform5_s1")}, "uniform:5", 1000, seed=0)["m"]
+    est = evaluate({"m": ck.load(root / "diag1_uniform5_s1")}, EvalSet("uniform:5", n_seq=1000, seed=0))["m"]
     assert cell["best_seed"] == 1 and cell["seeds"] == [0, 1] and cell["paper"] == 0.906
     assert (cell["mean"], cell["median"], cell["worst"]) == pytest.approx((est.mean, est.median, est.worst), rel=1e-12)
     assert "| 1 | DIAG | " in out and "(0.906)" in out and f"median {est.median:.3g}" in out

@@ -11,7 +11,7 @@ import torch
 from interp.config import ModelConfig
 from interp.model import LinearTransformer
 from interp.tasks import sample_tasks
-from tests.helpers import fit, gd_construction, implicit_w1, small_batch
+from tests.helpers import fit, gd_construction, implicit_w1, small_batch, trained
 
 D_, N_ = 10, 20
 
@@ -23,20 +23,18 @@ def one_layer_eta(noise_mean_sigma2: float, d: int = D_, n: int = N_) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("noise,mean_s2", [("fixed:0.5", 0.25), ("fixed:2", 4.0), ("uniform:3", 3.0)])
-def test_one_layer_diag_recovers_omega_yx(noise, mean_s2):
-    """Trained 1-layer DIAG: ω_yx = −1/(n+d+1+E[σ²]) within 3% (E[σ²] = σ_max²/3 for uniform)."""
-    model = LinearTransformer(ModelConfig(d=D_, n_layers=1, param="diag"), generator=torch.Generator().manual_seed(0))
-    fit(model, lambda g: sample_tasks(2048, D_, N_, noise, g), steps=600, lr=1e-2)
+def test_one_layer_diag_recovers_omega_yx(noise, mean_s2, tmp_path):
+    """1-layer DIAG trained by interp.train: ω_yx = −1/(n+d+1+E[σ²]) within 3% (E[σ²] = σ_max²/3 for uniform)."""
+    model = trained(tmp_path / "run", "diag", noise, steps=600, d=D_, n=N_)
     omega_yx = model.omegas().omega_yx.item()
     assert omega_yx == pytest.approx(-one_layer_eta(mean_s2), rel=0.03)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("noise,mean_s2", [("fixed:0.5", 0.25), ("fixed:2", 4.0), ("uniform:3", 3.0)])
-def test_one_layer_full_recovers_implicit_w(noise, mean_s2):
-    """Trained 1-layer FULL: implicit w^1 = α/(n+d+1+E[σ²]) within 3% (relative error over contexts)."""
-    model = LinearTransformer(ModelConfig(d=D_, n_layers=1, param="full"), generator=torch.Generator().manual_seed(0))
-    fit(model, lambda g: sample_tasks(2048, D_, N_, noise, g), steps=1500, lr=1e-2)
+def test_one_layer_full_recovers_implicit_w(noise, mean_s2, tmp_path):
+    """1-layer FULL trained by interp.train: implicit w^1 = α/(n+d+1+E[σ²]) within 3% (relative error over contexts)."""
+    model = trained(tmp_path / "run", "full", noise, steps=1500, d=D_, n=N_)
     batch = sample_tasks(4000, D_, N_, noise, torch.Generator().manual_seed(9))
     w1 = implicit_w1(model, batch.tokens).double()
     alpha = (batch.x * batch.y[..., None]).sum(1).double()
@@ -56,7 +54,7 @@ LAMBDA = torch.diag(torch.tensor([3.0, 1.5, 1.0, 0.6, 0.3], dtype=torch.float64)
 
 
 @pytest.fixture(scope="module")
-def zfb_model():
+def zfb_model():  # interp.train draws x ~ N(0, I) only (TrainConfig has no covariance): this one keeps helpers.fit
     model = LinearTransformer(ModelConfig(d=ZD, n_layers=1, param="full"), generator=torch.Generator().manual_seed(1))
     sample = lambda g: sample_tasks(2048, ZD, ZN, f"fixed:{ZSIG}", g, x_cov=LAMBDA)  # noqa: E731
     return fit(model, sample, steps=2500, lr=1e-2)

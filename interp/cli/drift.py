@@ -36,6 +36,7 @@ def cmd_drift(args) -> int:
     import torch
 
     from interp.checkpoints import atomic_write_text
+    from interp.evalset import EvalSet
     from interp.probes.drift import EVAL_SEED, DriftData, drift_trajectory
     from interp.run import Run
 
@@ -50,8 +51,9 @@ def cmd_drift(args) -> int:
     note_training([args.run_dir], "interp drift")
     traj = run.trajectory()
     model = traj[0][1]
-    data = DriftData(args.noise or cfg.noise, d=model.cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq,
-                     eval_seed=EVAL_SEED if args.eval_seed is None else args.eval_seed)
+    evalset = EvalSet(args.noise or cfg.noise, d=model.cfg.d, n=cfg.n, n_seq=args.eval_seq,
+                      seed=EVAL_SEED if args.eval_seed is None else args.eval_seed)
+    data = DriftData(evalset, fit_seq=args.fit_seq)
     t0 = time.time()
     doc = {"command": ["interp", *(getattr(args, "argv", None) or [])], "run_dir": args.run_dir,
            **drift_trajectory(traj, data, per_layer_gap=not args.no_per_layer)}
@@ -75,35 +77,39 @@ def picked(records: list) -> list:
 
 def print_table(doc: dict) -> None:
     """One row per (checkpoint, layer) for the first, middle and last checkpoints, then one loss line each."""
-    recs = doc["checkpoints"]
+    from interp.probes.drift import DriftRecord
+
+    recs = [DriftRecord.from_json(r) for r in doc["checkpoints"]]
     print(f"{doc['run_dir']}: {doc['param'].upper()} L={doc['n_layers']} H={doc['n_heads']}, {len(recs)} checkpoints, "
           f"{doc['noise']}; losses on {doc['eval_seq']} sequences, fits on {doc['fit_seq']}")
     head = ["step", "l", "off-DIAG", "read", "DIAG R²", "equiv R²", "xdev P", "xdev Q", "rem sv1/‖K‖", "eff rank",
             "top block", "Δloss l"]
     rows = []
     for r in picked(recs):
+        w, f = r.weights, r.functional
         for l in range(doc["n_layers"]):
-            shares = {k: v[l] for k, v in r["remainder_block_share"].items()}
+            shares = {k: v[l] for k, v in w.remainder_block_share.items()}
             top = max(shares, key=lambda k: shares[k] if shares[k] is not None else -1)
-            rows.append([str(r["step"]), str(l + 1), _f(r["share_outside"][l], ".2e"), _f(r["share_outside_read"][l], ".2e"),
-                         _f(r["r2_diag"][l], ".4f"), _f(r["r2_equivariant"][l], ".4f"), _f(r["x_block_dev_P"][l], ".3f"),
-                         _f(r["x_block_dev_Q"][l], ".3f"), _f(r["remainder_sv_rel"][l][0], ".3f"),
-                         _f(r["remainder_effective_rank"][l], ".1f"), f"{top} {_f(shares[top], '.2f')}",
-                         _f(r["gap_per_layer"][l], "+.2e") if "gap_per_layer" in r else "-"])
+            rows.append([str(r.step), str(l + 1), _f(w.share_outside[l], ".2e"), _f(w.share_outside_read[l], ".2e"),
+                         _f(f.r2_diag[l], ".4f"), _f(f.r2_equivariant[l], ".4f"), _f(w.x_block_dev_P[l], ".3f"),
+                         _f(w.x_block_dev_Q[l], ".3f"), _f(w.remainder_sv_rel[l][0], ".3f"),
+                         _f(w.remainder_effective_rank[l], ".1f"), f"{top} {_f(shares[top], '.2f')}",
+                         "-" if f.gap_per_layer is None else _f(f.gap_per_layer[l], "+.2e")])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
     for row in rows:
         print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
-    last = recs[-1]
-    cos = last["register_cos"]
-    src = max(range(len(cos)), key=lambda l: last["write_share"][l])
+    last = recs[-1].weights
+    cos, share = last.register_cos, last.write_share
+    src = max(range(len(cos)), key=lambda l: share[l])
     dst = max(range(len(cos)), key=lambda m: cos[src][m])
-    if last["write_share"][src] >= 0.05:
-        print(f"register (step {last['step']}): layer {src + 1} writes {last['write_share'][src]:.3f} of ‖P‖² into one "
+    if share[src] >= 0.05:
+        print(f"register (step {recs[-1].step}): layer {src + 1} writes {share[src]:.3f} of ‖P‖² into one "
               f"x-direction; layer {dst + 1} reads along it with |cos| {cos[src][dst]:.3f}")
     else:
-        print(f"register (step {last['step']}): none (every layer's y → x write share < 0.05)")
+        print(f"register (step {recs[-1].step}): none (every layer's y → x write share < 0.05)")
     for r in picked(recs):
-        print(f"step {r['step']}: adjusted loss {r['loss']:.4f} ± {_f(r['loss_stderr'], '.1e')}; DIAG projection "
-              f"{r['loss_diag_projection']:.4f} (gap {r['gap_diag_projection']:+.2e} ± {_f(r['gap_diag_projection_stderr'], '.1e')}); "
-              f"DIAG fit {r['loss_diag_fit']:.4f}")
+        f = r.functional
+        print(f"step {r.step}: adjusted loss {f.loss:.4f} ± {_f(f.loss_stderr, '.1e')}; DIAG projection "
+              f"{f.loss_diag_projection:.4f} (gap {f.gap_diag_projection:+.2e} ± {_f(f.gap_diag_projection_stderr, '.1e')}); "
+              f"DIAG fit {f.loss_diag_fit:.4f}")

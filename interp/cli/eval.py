@@ -117,6 +117,7 @@ def _render(header: list[str], rows: list[list[str]]) -> str:
 def cmd_eval(args) -> int:
     import torch
 
+    from interp.evalset import EvalSet
     from interp.evaluate import evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile
     from interp.tuning import baselines as make_baselines
     from interp.tuning import is_cached, tuned
@@ -169,20 +170,22 @@ def cmd_eval(args) -> int:
     sigmas = args.sigmas or sigma_grid(noise)
     rows: list[dict] = []
     common = dict(noise=noise, d=d, n=args.n, seed=args.seed)
+    on_prior = EvalSet(noise, d=d, n=args.n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk)
+    per_sigma = on_prior.replace(n_seq=args.profile_seq)
     if args.view == "table":
-        for nm, est in evaluate(preds, noise, args.n_seq, d, args.n, args.seed, args.chunk).items():
+        for nm, est in evaluate(preds, on_prior).items():
             rows.append(dict(view="table", name=nm, sigma=None, layer=None, **est.to_dict(), paper=meta[nm]["paper"]))
     elif args.view == "profile":
-        for nm, ests in sigma_profile(preds, sigmas, args.profile_seq, d, args.n, args.seed, args.chunk).items():
+        for nm, ests in sigma_profile(preds, sigmas, per_sigma).items():
             rows += [dict(view="profile", name=nm, sigma=s, layer=None, **e.to_dict(), paper=None) for s, e in zip(sigmas, ests)]
     else:
         for nm, info in meta.items():
             if info["kind"] != "model":
                 continue
             model = preds[nm]
-            on_prior = per_layer_loss(model, noise, args.n_seq, d, args.n, args.seed, args.chunk)
-            grid = per_layer_profile(model, sigmas, args.profile_seq, d, args.n, args.seed, args.chunk)
-            for k, est in enumerate(on_prior):
+            curve = per_layer_loss(model, on_prior)
+            grid = per_layer_profile(model, sigmas, per_sigma)
+            for k, est in enumerate(curve):
                 rows.append(dict(view="layers", name=nm, sigma=None, layer=k, **est.to_dict(), paper=None))
                 rows += [dict(view="layers", name=nm, sigma=s, layer=k, **e.to_dict(), paper=None) for s, e in zip(sigmas, grid[k])]
 

@@ -36,6 +36,7 @@ def cmd_probe(args) -> int:
     import torch
 
     from interp.checkpoints import load_with_meta, resolve_checkpoint
+    from interp.evalset import EvalSet
     from interp.probes import probe_model
     from interp.probes.summary import SCHEMA_VERSION
 
@@ -57,11 +58,11 @@ def cmd_probe(args) -> int:
                            f"{MAX_BATCH_ELEMENTS} entries per chunk; lower --chunk")
         if n + 1 < model.cfg.d + 1:
             raise ArgError(f"--n: {n} is too short for d = {model.cfg.d} (least squares needs n >= d)")
-        rec = probe_model(model, noise, n_seq=args.n_seq, n=n, seed=args.seed, chunk=args.chunk,
-                          fit_seq=args.fit_seq, ablation_seq=args.ablation_seq)
+        data = EvalSet(noise, d=model.cfg.d, n=n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk)
+        rec = probe_model(model, data, fit_seq=args.fit_seq, ablation_seq=args.ablation_seq)
         models.append({"path": str(path), "checkpoint": str(file), "step": meta.get("step"),
-                       "trained_noise": meta.get("noise"), **rec})
-        print_table(models[-1])
+                       "trained_noise": meta.get("noise"), **rec.to_json()})
+        print_table(str(path), meta.get("step"), rec)
     argv = getattr(args, "argv", None) or sys.argv[1:]
     doc = {"format": "interp-probe", "format_version": SCHEMA_VERSION, "command": ["interp", *argv], "models": models}
     from interp.checkpoints import atomic_write_text
@@ -83,30 +84,28 @@ def _f(x, fmt: str = ".3g") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-def print_table(rec: dict) -> None:
-    """One row per layer l = 1..L."""
-    L = rec["n_layers"]
-    print(f"\n{rec['path']}: {rec['param'].upper()} L={L} H={rec['n_heads']} step {rec.get('step')}, "
-          f"{rec['n_seq']} sequences of {rec['noise']}")
-    imp, sol, lam, fits, proj = rec["implicit"], rec["solvers"], rec["implied_lambda"], rec["fits"], rec["projection"]
-    abl = rec.get("ablation")
+def print_table(path: str, step, rec) -> None:
+    """One row per layer l = 1..L of a ProbeResult."""
+    L = rec.n_layers
+    print(f"\n{path}: {rec.param.upper()} L={L} H={rec.n_heads} step {step}, {rec.n_seq} sequences of {rec.noise}")
+    imp, sol, lam, fits, proj = rec.implicit, rec.solvers, rec.implied_lambda, rec.fits, rec.projection
+    ridge, abl = rec.const_ridge, rec.ablation
     head = ["l", "a/b diff", "lsq resid", "cos OLS", "cos ridge", "cos GD", "impl λ", "ρ(λ,σ)",
             "DIAG R²", "equiv R²", "off-DIAG", "Δloss abl", "const λ", "λ mism"]
     rows = []
     for l in range(1, L + 1):
-        rows.append([str(l), _f(imp["lstsq_vs_recursion"][l], ".1e"), _f(imp["lstsq_residual"][l], ".1e"),
-                     _f(sol["cos_ols"][l]), _f(sol["cos_ridge_oracle"][l]), _f(sol["cos_gd"][l]),
-                     _f(lam["median"][l]), _f(lam["spearman_sigma"][l], ".2f"),
-                     _f(fits["diag"]["r2"][l - 1], ".4f"), _f(fits["equivariant"]["r2"][l - 1], ".4f"),
-                     _f(proj["share_outside"][l - 1], ".2e"), _f(abl["delta_per_layer"][l - 1], ".2e") if abl else "-",
-                     _f(rec["const_ridge"]["lambda_match"][l]), _f(rec["const_ridge"]["relative_mismatch"][l], ".2e")])
+        rows.append([str(l), _f(imp.lstsq_vs_recursion[l], ".1e"), _f(imp.lstsq_residual[l], ".1e"),
+                     _f(sol.cos_ols[l]), _f(sol.cos_ridge_oracle[l]), _f(sol.cos_gd[l]),
+                     _f(lam.median[l]), _f(lam.spearman_sigma[l], ".2f"),
+                     _f(fits.diag.r2[l - 1], ".4f"), _f(fits.equivariant.r2[l - 1], ".4f"),
+                     _f(proj.share_outside[l - 1], ".2e"), _f(abl.delta_per_layer[l - 1], ".2e") if abl else "-",
+                     _f(ridge.lambda_match[l]), _f(ridge.relative_mismatch[l], ".2e")])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
     for r in rows:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
-    tail = f"ω ({rec['omegas']['source']}): " + "; ".join(
-        f"l{l + 1} " + " ".join(_f(v, ".3g") for v in om) for l, om in enumerate(rec["omegas"]["omega"]))
-    print(tail)
+    print(f"ω ({rec.omegas.source}): " + "; ".join(
+        f"l{l + 1} " + " ".join(_f(v, ".3g") for v in om) for l, om in enumerate(rec.omegas.omega)))
     if abl:
-        print(f"adjusted loss {abl['base']:.4f}; all layers DIAG-projected: {abl['all']:.4f} "
-              f"(Δ {abl['delta_all']:+.2e}); ConstRR λ {_f(rec['const_ridge']['lambda_constrr'])}")
+        print(f"adjusted loss {abl.base:.4f}; all layers DIAG-projected: {abl.all:.4f} "
+              f"(Δ {abl.delta_all:+.2e}); ConstRR λ {_f(ridge.lambda_constrr)}")

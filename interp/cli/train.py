@@ -156,22 +156,17 @@ def _given(args, name: str) -> bool:
     return any(a == f"--{name}" or a.startswith(f"--{name}=") for a in args.argv)
 
 
-def _print_train_summary(result) -> None:
-    import torch
+SUMMARY_SEED = 12_345  # the end-of-run evaluation sequences (fresh: training never draws this seed's stream)
 
-    from interp.baselines import oracle_predict
-    from interp.tasks import sample_tasks
+
+def _print_train_summary(result) -> None:
+    from interp.evalset import EvalSet
+    from interp.evaluate import adjusted_loss
     from interp.run import Run
 
     cfg = Run(result.run_dir).config()
-    gen = torch.Generator().manual_seed(12345)
-    batch = sample_tasks(10_000, cfg.model.d, cfg.n, cfg.noise, gen, dtype=result.model.cfg.torch_dtype)
-    with torch.no_grad():
-        pred = result.model.cpu()(batch.tokens).double()
-    mse = 0.5 * ((pred - batch.target.double()) ** 2).mean().item()
-    oracle = 0.5 * ((oracle_predict(batch) - batch.target.double()) ** 2).mean().item()
+    data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=10_000, seed=SUMMARY_SEED)
+    est = adjusted_loss(result.model.cpu(), data)
     print(f"run {result.run_dir}: {cfg.model.param.upper()} L={cfg.model.n_layers} on {cfg.noise}, "
           f"{result.step} steps, final train ½·MSE {result.loss:.4f}")
-    print(f"eval on 10 000 fresh sequences: ½·MSE {mse:.4f}, oracle ridge {oracle:.4f}, adjusted {mse - oracle:.4f}")
-
-
+    print(f"eval on {data.n_seq:,} fresh sequences (seed {data.seed}): adjusted loss {est.mean:.4f} ± {est.stderr:.4f}")

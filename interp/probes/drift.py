@@ -22,6 +22,7 @@ distribution (x, w ~ N(0, I) are rotation invariant), and exactly when the seque
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -29,19 +30,18 @@ from einops import einsum
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.baselines import oracle_predict
-from interp.evaluate import batches
+from interp.evalset import EvalSet
+from interp.evaluate import ScoredSet, adjusted_losses
 from interp.model import LinearTransformer
 from interp.probes.forms import (
     BLOCKS, OMEGA_NAMES, diag_basis, diag_projection, fit_layer_maps, form_features, layer_operator, with_diag_layers,
 )
 from interp.probes.implicit import as_float64, layer_update, probe_cache
-from interp.probes.summary import jsonable
-from interp.tasks import TaskBatch, as_prior, sample_tasks
+from interp.probes.summary import TOP_SV
+from interp.records import Record
 
 EVAL_SEED = 20_240_914  # sequences of the adjusted loss (the same for every checkpoint)
 FIT_SEED = 20_240_915  # sequences whose statistics the DIAG / equivariant fits use
-TOP_SV = 8  # singular values kept per layer in the JSON
 
 
 # ---------------------------------------------------------------------- weight space
@@ -96,8 +96,47 @@ def register_directions(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]
     return {"write": write, "read": read, "write_share": (col**2).sum(-1).amax(-1), "register_cos": torch.triu(cos, diagonal=1)}
 
 
-def weight_metrics(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> dict[str, Tensor]:
-    """Every weight-space drift metric of one checkpoint (the layer as the first axis of each)."""
+@dataclass
+class WeightMetrics(Record):
+    """Every weight-space drift metric of one checkpoint, the layer as the first axis of each (module docstring).
+
+    Tensors: [L] unless noted; *_sv*: [L, k] largest first; *_per_head: [L, H]; register_cos [L, L];
+    remainder_block_share / remainder_block_sv: block name -> [L] / [L, k]."""
+
+    omega: Tensor  # [L, 4]
+    norm: Tensor
+    share_outside: Tensor
+    share_outside_read: Tensor
+    remainder_sv: Tensor
+    remainder_sv_rel: Tensor
+    remainder_effective_rank: Tensor
+    remainder_top1_share: Tensor
+    remainder_block_share: dict
+    remainder_block_sv: dict
+    x_block_dev_P_per_head: Tensor
+    x_block_dev_Q_per_head: Tensor
+    x_block_dev_P: Tensor
+    x_block_dev_Q: Tensor
+    write_share: Tensor
+    register_cos: Tensor
+    offdiag_sv_rel_P_per_head: Tensor  # [L, H, k]
+    offdiag_sv_rel_Q_per_head: Tensor
+
+    SPECTRA = ("remainder_sv", "remainder_sv_rel", "remainder_block_sv", "offdiag_sv_rel_P_per_head",
+               "offdiag_sv_rel_Q_per_head")  # singular-value spectra: cut to the largest TOP_SV in the JSON
+
+    def truncated(self, top: int = TOP_SV) -> "WeightMetrics":
+        def cut(v):  # tensors only: lists read back from JSON were cut when written
+            if isinstance(v, dict):
+                return {k: cut(x) for k, x in v.items()}
+            return v[..., :top] if isinstance(v, Tensor) else v
+
+        return WeightMetrics(**{f.name: cut(getattr(self, f.name)) if f.name in self.SPECTRA else getattr(self, f.name)
+                                for f in fields(self)})
+
+
+def weight_metrics(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> WeightMetrics:
+    """Every weight-space drift metric of one checkpoint."""
     P, Q = P.detach().double(), Q.detach().double()
     L, H, D, _ = P.shape
     d = D - 1
@@ -109,26 +148,25 @@ def weight_metrics(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> 
     read_K2[-1], read_rem2[-1] = (K[-1, d] ** 2).sum(), (rem[-1, d] ** 2).sum()
     block_energy = {name: (rem[:, i, j] ** 2).flatten(1).sum(-1) / rem2.clamp_min(1e-300) for name, (i, j) in BLOCKS.items()}
     x_dev = {"P": scalar_identity_deviation(P[..., :d, :d]), "Q": scalar_identity_deviation(Q[..., :d, :d])}
-    out = {
-        "omega": proj.omega,
-        "norm": proj.norm,
-        "share_outside": proj.share_outside,
-        "share_outside_read": torch.where(read_K2 > 0, read_rem2 / read_K2.clamp_min(1e-300), torch.zeros_like(rem2)),
-        "remainder_sv": proj.remainder_sv,
-        "remainder_sv_rel": proj.remainder_sv / proj.norm[:, None].clamp_min(1e-300),
-        "remainder_effective_rank": effective_rank(proj.remainder_sv),
-        "remainder_top1_share": proj.remainder_sv[:, 0] ** 2 / (proj.remainder_sv**2).sum(-1).clamp_min(1e-300),
-        "remainder_block_share": block_energy,
-        "remainder_block_sv": proj.block_sv,
-        "x_block_dev_P_per_head": x_dev["P"], "x_block_dev_Q_per_head": x_dev["Q"],
-        "x_block_dev_P": x_dev["P"].amax(-1), "x_block_dev_Q": x_dev["Q"].amax(-1),
-    }
     reg = register_directions(P, Q)
-    out["write_share"], out["register_cos"] = reg["write_share"], reg["register_cos"]
-    for name, M in (("P", P), ("Q", Q)):
-        sv = torch.linalg.svdvals(offdiag_part(M))
-        out[f"offdiag_sv_rel_{name}_per_head"] = sv / M.flatten(-2).norm(dim=-1)[..., None].clamp_min(1e-300)
-    return out
+    sv_rel = {name: torch.linalg.svdvals(offdiag_part(M)) / M.flatten(-2).norm(dim=-1)[..., None].clamp_min(1e-300)
+              for name, M in (("P", P), ("Q", Q))}
+    return WeightMetrics(
+        omega=proj.omega,
+        norm=proj.norm,
+        share_outside=proj.share_outside,
+        share_outside_read=torch.where(read_K2 > 0, read_rem2 / read_K2.clamp_min(1e-300), torch.zeros_like(rem2)),
+        remainder_sv=proj.remainder_sv,
+        remainder_sv_rel=proj.remainder_sv / proj.norm[:, None].clamp_min(1e-300),
+        remainder_effective_rank=effective_rank(proj.remainder_sv),
+        remainder_top1_share=proj.remainder_sv[:, 0] ** 2 / (proj.remainder_sv**2).sum(-1).clamp_min(1e-300),
+        remainder_block_share=block_energy,
+        remainder_block_sv=proj.block_sv,
+        x_block_dev_P_per_head=x_dev["P"], x_block_dev_Q_per_head=x_dev["Q"],
+        x_block_dev_P=x_dev["P"].amax(-1), x_block_dev_Q=x_dev["Q"].amax(-1),
+        write_share=reg["write_share"], register_cos=reg["register_cos"],
+        offdiag_sv_rel_P_per_head=sv_rel["P"], offdiag_sv_rel_Q_per_head=sv_rel["Q"],
+    )
 
 
 # ---------------------------------------------------------------------- function space
@@ -151,30 +189,35 @@ def fit_r2(model: LinearTransformer, tokens: Float[Tensor, "batch pos D"]) -> di
     return {"r2_diag": torch.stack(r2["diag"]), "r2_equivariant": torch.stack(r2["equivariant"]), "fit_omega": fits.diag}
 
 
-def oracle_losses(eval_batches) -> list[Tensor]:
-    """½(ŷ_oracle − y_t)² [batch] per batch (PAPER.md §6)."""
-    return [0.5 * (oracle_predict(b) - b.target) ** 2 for b in eval_batches]
-
-
-def paired_losses(predictors: dict[str, LinearTransformer], eval_batches, oracle: list[Tensor] | None = None) -> dict[str, Tensor]:
-    """Per-sequence adjusted loss ½(ŷ − y_t)² − ½(ŷ_oracle − y_t)² [n_seq] of every model, same sequences."""
-    out: dict[str, list[Tensor]] = {k: [] for k in predictors}
-    oracle = oracle_losses(eval_batches) if oracle is None else oracle
-    with torch.no_grad():
-        for batch, base in zip(eval_batches, oracle):
-            for name, m in predictors.items():
-                out[name].append(0.5 * (m(batch.tokens.double()).double() - batch.target) ** 2 - base)
-    return {k: torch.cat(v) for k, v in out.items()}
-
-
 def _mean_se(x: Tensor) -> tuple[float, float]:
     return x.mean().item(), (x.std().item() / len(x) ** 0.5 if len(x) > 1 else float("nan"))
 
 
-def functional_metrics(model: LinearTransformer, eval_batches, fit_tokens: Tensor, per_layer: bool = True,
-                       oracle: list[Tensor] | None = None) -> dict:
+@dataclass
+class FunctionalMetrics(Record):
+    """Function-space drift metrics of one checkpoint: the fits' R² [L] and fitted ω's [L, 4]; the adjusted loss of
+    the model, of its DIAG projection and of the DIAG model of the fitted ω's; each one's paired gap to the model
+    (mean and standard error); with `per_layer`, the gap when each layer alone is DIAG-projected [L]."""
+
+    r2_diag: Tensor
+    r2_equivariant: Tensor
+    fit_omega: Tensor
+    loss: float
+    loss_stderr: float
+    loss_diag_projection: float
+    gap_diag_projection: float
+    gap_diag_projection_stderr: float
+    loss_diag_fit: float
+    gap_diag_fit: float
+    gap_diag_fit_stderr: float
+    gap_per_layer: Tensor | None = None
+    gap_per_layer_stderr: Tensor | None = None
+
+
+def functional_metrics(model: LinearTransformer, scored: ScoredSet, fit_tokens: Tensor,
+                       per_layer: bool = True) -> FunctionalMetrics:
     """Fits' R² and the adjusted loss of the model, its DIAG projection (all layers; each layer alone if
-    `per_layer`) and the DIAG model of the fitted ω's, with the paired gap to the model (mean, stderr)."""
+    `per_layer`) and the DIAG model of the fitted ω's, on the sequences of `scored`, with the paired gaps."""
     model = as_float64(model)
     L, d = model.cfg.n_layers, model.cfg.d
     omega = diag_projection(model.P.detach(), model.Q.detach()).omega
@@ -183,64 +226,73 @@ def functional_metrics(model: LinearTransformer, eval_batches, fit_tokens: Tenso
              "diag_fit": LinearTransformer.from_omegas(r2["fit_omega"], d)}
     if per_layer:
         preds |= {f"layer{l}": with_diag_layers(model, omega, [l]) for l in range(L)}
-    loss = paired_losses(preds, eval_batches, oracle)
+    loss = adjusted_losses(preds, scored)
     base = loss["model"]
-    out = {**r2}
-    out["loss"], out["loss_stderr"] = _mean_se(base)
-    for name in ("diag_projection", "diag_fit"):
-        out[f"loss_{name}"] = _mean_se(loss[name])[0]
-        out[f"gap_{name}"], out[f"gap_{name}_stderr"] = _mean_se(loss[name] - base)
+    gap_proj, gap_fit = _mean_se(loss["diag_projection"] - base), _mean_se(loss["diag_fit"] - base)
+    out = FunctionalMetrics(r2["r2_diag"], r2["r2_equivariant"], r2["fit_omega"], *_mean_se(base),
+                            loss["diag_projection"].mean().item(), *gap_proj, loss["diag_fit"].mean().item(), *gap_fit)
     if per_layer:
         gaps = [_mean_se(loss[f"layer{l}"] - base) for l in range(L)]
-        out["gap_per_layer"] = torch.tensor([g[0] for g in gaps], dtype=torch.float64)
-        out["gap_per_layer_stderr"] = torch.tensor([g[1] for g in gaps], dtype=torch.float64)
+        out.gap_per_layer = torch.tensor([g[0] for g in gaps], dtype=torch.float64)
+        out.gap_per_layer_stderr = torch.tensor([g[1] for g in gaps], dtype=torch.float64)
     return out
 
 
 class DriftData:
-    """The fixed sequences every checkpoint is measured on: `eval_seq` for the losses (seed `eval_seed`,
-    drawn once and reused) and `fit_seq` for the form fits (seed `fit_seed`)."""
+    """The fixed sequences every checkpoint is measured on: `evalset` for the losses (drawn once, held in memory
+    with the oracle's loss) and `fit_seq` sequences of seed `fit_seed` for the form fits."""
 
-    def __init__(self, noise, d: int = 10, n: int = 20, eval_seq: int = 20_000, fit_seq: int = 2_048,
-                 eval_seed: int = EVAL_SEED, fit_seed: int = FIT_SEED):
-        self.noise, self.d, self.n = as_prior(noise).spec, d, n
-        self.eval_seq, self.fit_seq, self.eval_seed, self.fit_seed = eval_seq, fit_seq, eval_seed, fit_seed
-        self.eval_batches: list[TaskBatch] = list(batches(noise, eval_seq, d, n, eval_seed))
-        self.oracle = oracle_losses(self.eval_batches)
-        self.fit_tokens = sample_tasks(fit_seq, d, n, noise, torch.Generator().manual_seed(fit_seed), dtype=torch.float64).tokens
+    def __init__(self, evalset: EvalSet, fit_seq: int = 2_048, fit_seed: int = FIT_SEED):
+        self.evalset, self.fit_seq, self.fit_seed = evalset, fit_seq, fit_seed
+        self.scored = ScoredSet.of(evalset)
+        self.fit_tokens = evalset.replace(n_seq=fit_seq, seed=fit_seed).draw().tokens
+
+    @classmethod
+    def default(cls, noise, d: int = 10, n: int = 20, eval_seq: int = 20_000, fit_seq: int = 2_048,
+                eval_seed: int = EVAL_SEED, fit_seed: int = FIT_SEED) -> "DriftData":
+        """The drift defaults: `eval_seq` sequences of seed EVAL_SEED, `fit_seq` of seed FIT_SEED."""
+        return cls(EvalSet(noise, d=d, n=n, n_seq=eval_seq, seed=eval_seed), fit_seq, fit_seed)
 
     def describe(self) -> dict:
-        return {"noise": self.noise, "d": self.d, "n": self.n, "eval_seq": self.eval_seq, "eval_seed": self.eval_seed,
+        e = self.evalset
+        return {"noise": e.noise.spec, "d": e.d, "n": e.n, "eval_seq": e.n_seq, "eval_seed": e.seed,
                 "fit_seq": self.fit_seq, "fit_seed": self.fit_seed}
 
 
-def drift_metrics(model: LinearTransformer, data: DriftData, per_layer_gap: bool = True) -> dict:
+@dataclass
+class DriftRecord(Record):
+    """One checkpoint: its step, weight-space and function-space metrics. The JSON is flat (one object per
+    checkpoint, README 'Drift'), the singular-value spectra cut to the largest TOP_SV."""
+
+    step: int
+    weights: WeightMetrics
+    functional: FunctionalMetrics
+
+    def to_json(self) -> dict:
+        return {"step": self.step, **self.weights.truncated().to_json(), **self.functional.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "DriftRecord":
+        return cls(data["step"], WeightMetrics.from_json(data), FunctionalMetrics.from_json(data))
+
+
+def drift_metrics(model: LinearTransformer, data: DriftData,
+                  per_layer_gap: bool = True) -> tuple[WeightMetrics, FunctionalMetrics]:
     """Every drift metric of one checkpoint (tensors; see the module docstring)."""
-    return weight_metrics(model.P, model.Q) | functional_metrics(model, data.eval_batches, data.fit_tokens, per_layer_gap, data.oracle)
+    return weight_metrics(model.P, model.Q), functional_metrics(model, data.scored, data.fit_tokens, per_layer_gap)
 
 
 # ---------------------------------------------------------------------- trajectories
-def _truncate(x, top: int, sv: bool = False):
-    """Singular-value spectra (keys with "sv") cut to their largest `top`; everything else kept."""
-    if isinstance(x, dict):
-        return {k: _truncate(v, top, sv or "sv" in k) for k, v in x.items()}
-    if sv and isinstance(x, Tensor):
-        return x[..., :top]
-    return x
+def drift_record(step: int, model: LinearTransformer, data: DriftData, per_layer_gap: bool = True) -> DriftRecord:
+    """One checkpoint's metrics."""
+    return DriftRecord(step, *drift_metrics(model, data, per_layer_gap))
 
 
-def drift_record(step: int, model: LinearTransformer, data: DriftData, per_layer_gap: bool = True, top_sv: int = TOP_SV) -> dict:
-    """One checkpoint's metrics, JSON-ready (singular values truncated to the largest `top_sv`)."""
-    rec = drift_metrics(model, data, per_layer_gap)
-    return {"step": step, **jsonable(_truncate(rec, top_sv))}
-
-
-def drift_trajectory(trajectory, data: DriftData, per_layer_gap: bool = True, top_sv: int = TOP_SV,
-                     progress=None) -> dict:
+def drift_trajectory(trajectory, data: DriftData, per_layer_gap: bool = True, progress=None) -> dict:
     """Metrics of every (step, model) of a trajectory (interp.run.Run.trajectory), JSON-ready."""
     records = []
     for step, model in trajectory:
-        records.append(drift_record(step, model, data, per_layer_gap, top_sv))
+        records.append(drift_record(step, model, data, per_layer_gap).to_json())
         if progress is not None:
             progress(step)
     first = trajectory[0][1]
@@ -256,5 +308,5 @@ def run_drift(run_dir: str | Path, noise=None, per_layer_gap: bool = True, **dat
     run = Run(run_dir)
     cfg = run.config()
     traj = run.trajectory()
-    data = DriftData(noise or cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, **data_kwargs)
+    data = DriftData.default(noise or cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, **data_kwargs)
     return {"run_dir": str(run_dir)} | drift_trajectory(traj, data, per_layer_gap)

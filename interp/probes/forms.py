@@ -16,8 +16,11 @@ from einops import einsum, rearrange
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.evalset import EvalSet
 from interp.model import LinearTransformer
-from interp.probes.implicit import Context, ImplicitModel, as_float64, cosine, layer_update, minimize_log
+from interp.probes.implicit import ImplicitModel, as_float64, cosine, layer_update
+from interp.records import Record
+from interp.spectral import SpectralContext, minimize_log
 
 OMEGA_NAMES = ("omega_xx", "omega_xy", "omega_yx", "omega_yy")
 EQUIVARIANT_NAMES = ("c1_Sigma", "c2_trSigma_I", "c3_lambda_I", "c4_alpha_b", "c5_alpha_c", "c6_lambda_d", "c7_trSigma_d")
@@ -197,11 +200,10 @@ class Lemma44:
     recursion_error: Tensor
 
 
-def lemma44(imp: ImplicitModel, omega: Float[Tensor, "L 4"], ctx: Context | None = None) -> Lemma44:
+def lemma44(imp: ImplicitModel, omega: Float[Tensor, "L 4"], ctx: SpectralContext | None = None) -> Lemma44:
     """Λ, Γ, s, Π, Φ of Lemma 4.4 and a check that they reproduce the Lemma 4.3 recursion."""
-    if ctx is None:
-        ctx = Context.from_stats(imp.S[0], imp.S.new_zeros(imp.S.shape[1], imp.S.shape[-1] - 1))
-    w_star, rho = ctx.ols(), ctx.residual_ss()  # w* = Σ^{-1} α, ρ = Σ_i r_i² on the raw context
+    ctx = imp.context() if ctx is None else ctx
+    w_star, rho = ctx.ols_weights(), ctx.rss  # w* = Σ^{-1} α, ρ = Σ_i r_i² on the raw context
     Sig0 = imp.S[0, :, :-1, :-1]
     Sig_l, lam_l = imp.S[:, :, :-1, :-1], imp.S[:, :, -1, -1]
     wxx, wxy, wyx, wyy = (omega[:, k, None] for k in range(4))  # [L, 1]
@@ -251,32 +253,43 @@ def with_diag_layers(model: LinearTransformer, omega: Float[Tensor, "L 4"], laye
     return LinearTransformer.from_matrices(P2, Q2, dtype="float64")
 
 
-def diag_ablation(model: LinearTransformer, noise, n_seq: int = 20_000, n: int = 20, seed: int = 0,
-                  omega: Tensor | None = None) -> dict:
+@dataclass
+class Ablation(Record):
+    """Adjusted loss of the model (`base`), with each layer alone (`per_layer` [L]) and with all layers (`all`)
+    replaced by their DIAG projection, and the differences to `base`, on `n_seq` shared sequences."""
+
+    base: float
+    per_layer: list
+    all: float
+    delta_per_layer: list
+    delta_all: float
+    n_seq: int
+
+
+def diag_ablation(model: LinearTransformer, data: EvalSet, omega: Tensor | None = None) -> Ablation:
     """Adjusted loss with each layer (then all layers) replaced by its DIAG projection, on the same sequences."""
-    from interp.evaluate import adjusted_loss
+    from interp.evaluate import evaluate
 
     model = as_float64(model)
     if omega is None:
         omega = diag_projection(model.P.detach(), model.Q.detach()).omega
     L, d = model.cfg.n_layers, model.cfg.d
-    loss = lambda m: adjusted_loss(m, noise, n_seq=n_seq, d=d, n=n, seed=seed).mean
-    base = loss(with_diag_layers(model, omega, []))
-    per_layer = [loss(with_diag_layers(model, omega, [l])) for l in range(L)]
-    all_layers = loss(LinearTransformer.from_omegas(omega, d))
-    return {"base": base, "per_layer": per_layer, "all": all_layers,
-            "delta_per_layer": [x - base for x in per_layer], "delta_all": all_layers - base, "n_seq": n_seq}
+    preds = {"base": with_diag_layers(model, omega, []), "all": LinearTransformer.from_omegas(omega, d)}
+    preds |= {f"layer{l}": with_diag_layers(model, omega, [l]) for l in range(L)}
+    loss = {k: v.mean for k, v in evaluate(preds, data).items()}
+    base, per_layer = loss["base"], [loss[f"layer{l}"] for l in range(L)]
+    return Ablation(base, per_layer, loss["all"], [x - base for x in per_layer], loss["all"] - base, data.n_seq)
 
 
 # ---------------------------------------------------------------------- GD++ versus ConstRR
-def const_ridge_fit(ctx: Context, pred: Float[Tensor, "L1 batch"], target: Tensor | None = None,
+def const_ridge_fit(ctx: SpectralContext, pred: Float[Tensor, "L1 batch"], target: Tensor | None = None,
                     lo: float = 1e-4, hi: float = 1e4) -> dict[str, Tensor]:
     """Per layer, the constant λ whose ridge predictions ⟨w_λ, x_t⟩ are nearest (mean squared) to the
     model's ŷ^l; with `target`, also the loss-optimal constant λ (ConstRR of PAPER.md §5)."""
     import math
 
     def ridge_pred(t: Tensor) -> Tensor:  # t [G] -> [G, batch]
-        return ctx.predict(ctx.ridge(t.exp()[:, None]))
+        return ctx.ridge(t.exp()[:, None])
 
     lams = []
     for l in range(pred.shape[0]):
@@ -289,6 +302,7 @@ def const_ridge_fit(ctx: Context, pred: Float[Tensor, "L1 batch"], target: Tenso
     return out
 
 
-def const_ridge_mismatch(ctx: Context, pred: Float[Tensor, "L1 batch"], lam: Float[Tensor, "L1"]) -> Float[Tensor, "L1 batch"]:
+def const_ridge_mismatch(ctx: SpectralContext, pred: Float[Tensor, "L1 batch"],
+                         lam: Float[Tensor, "L1"]) -> Float[Tensor, "L1 batch"]:
     """ŷ^l − ⟨w_λl, x_t⟩ per layer and sequence."""
-    return pred - ctx.predict(ctx.ridge(lam[:, None]))
+    return pred - ctx.ridge(lam[:, None])

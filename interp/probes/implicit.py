@@ -3,7 +3,7 @@
 (a) least squares of the cached layer-l tokens on the layer-0 tokens (every token, the query
 included, is mapped by the same matrix T^l, so n + 1 >= d + 1 equations fix it per sequence);
 (b) the Lemma 4.3 recursion from the cached per-layer statistics S^l and the weights P, Q.
-Then w^l against known solvers (OLS, oracle ridge, GD-k) and the implied ridge λ per sequence.
+Then w^l against known solvers (OLS, oracle ridge, GD-k; interp.spectral).
 
 Everything is float64; every tensor has the layer as its first axis. The model is read only through
 run_with_cache and its public P / Q.
@@ -12,7 +12,6 @@ run_with_cache and its public P / Q.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import torch
@@ -21,6 +20,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.model import LinearTransformer
+from interp.spectral import SpectralContext, minimize_log
 
 
 def as_float64(model: LinearTransformer) -> LinearTransformer:
@@ -72,6 +72,12 @@ class ImplicitModel:
     disagreement: Float[Tensor, "L1"]
     residual: Float[Tensor, "L1"]
     prediction_error: Float[Tensor, "L1"]
+    x_t: Float[Tensor, "batch d"]  # the query
+    n: int  # context length
+
+    def context(self) -> SpectralContext:
+        """The raw context (layer-0 statistics S⁰ and the query) in the eigenbasis of Σ."""
+        return SpectralContext.from_stats(self.S[0], self.x_t, self.n)
 
     @property
     def T(self) -> Float[Tensor, "L1 batch D D"]:
@@ -131,104 +137,20 @@ def implicit_model(model: LinearTransformer, tokens: Float[Tensor, "batch pos D"
     P, Q = (t.detach() for t in (model.P, model.Q))
     M, u, a, w = implicit_by_recursion(P, Q, S)
     T_a, res = implicit_by_lstsq(resid)
-    imp = ImplicitModel(M, u, a, w, T_a, S, -resid[:, :, -1, -1], *(torch.empty(0),) * 3)
+    x_t = resid[0, :, -1, :-1]
+    imp = ImplicitModel(M, u, a, w, T_a, S, -resid[:, :, -1, -1], *(torch.empty(0),) * 3, x_t, resid.shape[2] - 1)
     T_b = imp.T
     scale = T_b.abs().amax((-2, -1))
     imp.disagreement = ((T_a - T_b).abs().amax((-2, -1)) / scale).amax(-1)
     imp.residual = res.amax(-1)
-    x_t = resid[0, :, -1, :-1]
     yhat = einsum(w, x_t, "l b i, b i -> l b")
     imp.prediction_error = ((yhat - imp.pred).abs() / (1 + imp.pred.abs())).amax(-1)
     return imp
 
 
-# ---------------------------------------------------------------------- known solvers, eigen-coordinates
-@dataclass
-class Context:
-    """Raw-context statistics of each sequence in the eigenbasis of Σ = V diag(s) Vᵀ (read from S⁰).
-
-    Ridge: w_λ = V diag(1/(s+λ)) β; GD-k from 0 with step η: w = V diag((1 − (1 − ηs)^k)/s) β.
-    """
-
-    s: Float[Tensor, "batch d"]
-    V: Float[Tensor, "batch d d"]
-    beta: Float[Tensor, "batch d"]  # Vᵀ α
-    lam: Float[Tensor, "batch"]  # Σ_i y_i²
-    x_t: Float[Tensor, "batch d"]
-
-    @classmethod
-    def from_stats(cls, S0: Float[Tensor, "batch D D"], x_t: Tensor) -> "Context":
-        d = S0.shape[-1] - 1
-        s, V = torch.linalg.eigh(S0[:, :d, :d])
-        beta = einsum(V, S0[:, :d, d], "b i j, b i -> b j")
-        return cls(s, V, beta, S0[:, d, d], x_t.double())
-
-    def coords(self, v: Float[Tensor, "... batch d"]) -> Tensor:
-        return einsum(self.V, v, "b i j, ... b i -> ... b j")
-
-    def weights(self, coef: Float[Tensor, "... batch d"]) -> Tensor:
-        """V diag(coef) β."""
-        return einsum(self.V, coef * self.beta, "b i j, ... b j -> ... b i")
-
-    def ridge(self, lam: Tensor | float) -> Float[Tensor, "... batch d"]:
-        lam = torch.as_tensor(lam, dtype=self.s.dtype)
-        return self.weights(1.0 / (self.s + lam[..., None]))
-
-    def ols(self) -> Float[Tensor, "batch d"]:
-        return self.ridge(0.0)
-
-    def gd(self, eta: Tensor | float, k: int) -> Float[Tensor, "... batch d"]:
-        """k steps of w ← w + η (α − Σ w) from w = 0 (the GD construction of PAPER.md §3)."""
-        eta = torch.as_tensor(eta, dtype=self.s.dtype)[..., None]
-        return self.weights((1 - (1 - eta * self.s) ** k) / self.s)
-
-    def predict(self, w: Float[Tensor, "... batch d"]) -> Float[Tensor, "... batch"]:
-        return einsum(w, self.x_t, "... b i, b i -> ... b")
-
-    def residual_ss(self) -> Tensor:
-        """ρ = Σ_i r_i² of OLS: λ − αᵀ Σ^{-1} α."""
-        return self.lam - (self.beta**2 / self.s).sum(-1)
-
-
-def minimize_log(f, lo: float, hi: float, shape: tuple[int, ...] = (), n_grid: int = 31, iters: int = 32) -> Tensor:
-    """argmin over t ∈ [lo, hi] of f(t) elementwise, f taking t of shape [G, *shape]: a grid, then a
-    golden-section search (one evaluation per step) in the grid cell pair around the best grid point."""
-    grid = torch.linspace(lo, hi, n_grid, dtype=torch.float64)
-    vals = f(grid.reshape(-1, *([1] * len(shape))).expand(n_grid, *shape)).nan_to_num(float("inf"))
-    idx = vals.argmin(0)
-    a, b = grid[(idx - 1).clamp(min=0)], grid[(idx + 1).clamp(max=n_grid - 1)]
-    g = (5**0.5 - 1) / 2
-    c, e = b - g * (b - a), a + g * (b - a)
-    fc, fe = f(torch.stack([c, e])).nan_to_num(float("inf"))
-    for _ in range(iters):
-        left = fc <= fe  # the minimum lies in [a, e]: e ← c, new c; else in [c, b]: c ← e, new e
-        a, b = torch.where(left, a, c), torch.where(left, e, b)
-        new = torch.where(left, b - g * (b - a), a + g * (b - a))
-        fn = f(new[None])[0].nan_to_num(float("inf"))
-        c, e, fc, fe = (torch.where(left, new, e), torch.where(left, c, new),
-                        torch.where(left, fn, fe), torch.where(left, fc, fn))
-    return torch.where(fc <= fe, c, e)
-
-
-def implied_lambda(ctx: Context, w: Float[Tensor, "L1 batch d"], lo: float = 1e-6, hi: float = 1e6) -> tuple[Tensor, Tensor]:
-    """Per sequence and layer, the λ ∈ [lo, hi] whose ridge solution is nearest to w^l (Euclidean).
-
-    Returns (λ [L+1, batch], relative error ‖w_λ − w^l‖/‖w^l‖ [L+1, batch]); λ = inf where w^l = 0.
-    """
-    target = ctx.coords(w[1:])  # [L, B, d]; w⁰ = 0 is nobody's ridge solution
-    L, B, _ = target.shape
-
-    def f(t: Tensor) -> Tensor:  # t [G, L, B]
-        return ((ctx.beta / (ctx.s + t.exp()[..., None]) - target) ** 2).sum(-1)
-
-    t = minimize_log(f, math.log(lo), math.log(hi), (L, B))
-    norm = target.norm(dim=-1)
-    lam = torch.cat([torch.full((1, B), float("inf"), dtype=t.dtype), t.exp().masked_fill(norm == 0, float("inf"))])
-    err = torch.cat([torch.full((1, B), float("nan"), dtype=t.dtype), f(t[None])[0].sqrt() / norm])
-    return lam, err
-
-
-def tune_gd_steps(ctx: Context, L: int, reference: Tensor | None = None, target: Tensor | None = None) -> Tensor:
+# ---------------------------------------------------------------------- known solvers (interp.spectral)
+def tune_gd_steps(ctx: SpectralContext, L: int, reference: Tensor | None = None,
+                  target: Tensor | None = None) -> Tensor:
     """One step η_k per k = 0..L shared by the batch (η_0 = nan): the GD-k iterate nearest to
     `reference` [L+1, batch, d] (mean squared distance), or the one with the least ½·MSE on the
     query labels `target` [batch] — exactly one of the two."""
@@ -237,16 +159,16 @@ def tune_gd_steps(ctx: Context, L: int, reference: Tensor | None = None, target:
     etas = [torch.tensor(float("nan"), dtype=torch.float64)]
     for k in range(1, L + 1):
         if reference is not None:
-            f = lambda t, k=k: ((ctx.gd(t.exp()[:, None], k) - reference[k]) ** 2).sum(-1).mean(-1)
+            f = lambda t, k=k: ((ctx.gd_weights(k, t.exp()[:, None]) - reference[k]) ** 2).sum(-1).mean(-1)
         else:
-            f = lambda t, k=k: ((ctx.predict(ctx.gd(t.exp()[:, None], k)) - target) ** 2).mean(-1)
+            f = lambda t, k=k: ((ctx.gd(k, t.exp()[:, None]) - target) ** 2).mean(-1)
         etas.append(minimize_log(f, -12.0, 0.0).exp())
     return torch.stack(etas)
 
 
-def gd_iterates(ctx: Context, etas: Float[Tensor, "L1"]) -> Float[Tensor, "L1 batch d"]:
+def gd_iterates(ctx: SpectralContext, etas: Float[Tensor, "L1"]) -> Float[Tensor, "L1 batch d"]:
     """w_k after k = 0..L GD steps, step η_k for the k-step run (w_0 = 0)."""
-    out = [torch.zeros_like(ctx.beta)] + [ctx.gd(etas[k], k) for k in range(1, len(etas))]
+    out = [torch.zeros_like(ctx.a)] + [ctx.gd_weights(k, etas[k]) for k in range(1, len(etas))]
     return torch.stack(out)
 
 
@@ -262,9 +184,10 @@ def rel_error(a: Tensor, ref: Tensor) -> Tensor:
     return (a - ref).norm(dim=-1) / ref.norm(dim=-1)
 
 
-def compare_solvers(w: Tensor, ctx: Context, sigma: Tensor, gd_etas: Tensor) -> dict[str, Tensor]:
+def compare_solvers(w: Tensor, ctx: SpectralContext, sigma: Tensor, gd_etas: Tensor) -> dict[str, Tensor]:
     """cos and relative error of w^l [L+1, batch, d] against OLS, oracle ridge (λ = σ²) and GD-l."""
-    refs = {"ols": ctx.ols(), "ridge_oracle": ctx.ridge(sigma.double() ** 2), "gd": gd_iterates(ctx, gd_etas)}
+    refs = {"ols": ctx.ols_weights(), "ridge_oracle": ctx.ridge_weights(sigma.double() ** 2),
+            "gd": gd_iterates(ctx, gd_etas)}
     out = {}
     for name, ref in refs.items():
         ref = ref.expand_as(w)

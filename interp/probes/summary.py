@@ -7,34 +7,150 @@ same prior (seed + TUNE_OFFSET), disjoint from the probe sequences they are eval
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from interp.evalset import EvalSet
 from interp.model import LinearTransformer
 from interp.probes.forms import (
-    EQUIVARIANT_NAMES, OMEGA_NAMES, const_ridge_fit, const_ridge_mismatch, diag_ablation, diag_projection,
+    EQUIVARIANT_NAMES, OMEGA_NAMES, Ablation, const_ridge_fit, const_ridge_mismatch, diag_ablation, diag_projection,
     effective_step, fit_layer_maps, layer_omegas, lemma44, momentum, rescaling_factor,
 )
-from interp.probes.implicit import Context, as_float64, compare_solvers, gd_iterates, implicit_model, implied_lambda, rel_error, tune_gd_steps
-from interp.tasks import as_prior, sample_tasks
+from interp.probes.implicit import as_float64, compare_solvers, gd_iterates, implicit_model, rel_error, tune_gd_steps
+from interp.records import Record
 
 SCHEMA_VERSION = 1
 TUNE_OFFSET = 1_000_003  # seed offset of the tuning sequences
+TOP_SV = 8  # remainder singular values kept per layer (probe and drift JSON)
+TOP_BLOCK_SV = 4  # singular values kept per layer and block of the remainder
+
+Vec = Tensor | list  # [layers] or [layers, ...]: a tensor when computed, a list when read back from JSON
 
 
-def jsonable(x):
-    """Tensors to (nested) lists; non-finite floats to None."""
-    if isinstance(x, Tensor):
-        x = x.tolist()
-    if isinstance(x, dict):
-        return {k: jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
+# ---------------------------------------------------------------------- the probe JSON, as records
+@dataclass
+class ImplicitChecks(Record):
+    """Theorem 4.1 checks, max over sequences (relative): all vanish up to rounding."""
+
+    lstsq_vs_recursion: Vec
+    lstsq_residual: Vec
+    prediction_error: Vec
+    lemma44_recursion_error: Vec
+    note: str = "max over sequences, relative; Theorem 4.1 says all vanish up to rounding"
+
+
+@dataclass
+class Solvers(Record):
+    """Mean cos / relative error of w^l [L+1] against OLS, oracle ridge and GD-l; the tuned GD steps [L+1]."""
+
+    cos_ols: Vec
+    relerr_ols: Vec
+    cos_ridge_oracle: Vec
+    relerr_ridge_oracle: Vec
+    cos_gd: Vec
+    relerr_gd: Vec
+    relerr_gd_match: Vec
+    gd_eta_tuned: Vec
+    gd_eta_match: Vec
+
+
+@dataclass
+class ImpliedLambda(Record):
+    """The λ whose ridge solution is nearest to w^l: medians [L+1], by σ group [L+1, groups]."""
+
+    median: Vec
+    median_relerr: Vec
+    spearman_sigma: Vec
+    sigma: Vec
+    median_by_sigma: Vec
+    oracle_by_sigma: Vec
+
+
+@dataclass
+class LayerOmegas(Record):
+    source: str
+    names: list
+    omega: Vec  # [L, 4]
+
+
+@dataclass
+class Lemma44Check(Record):
+    recursion_error: Vec
+    exact: bool
+
+
+@dataclass
+class MomentumSummary(Record):
+    u_norm: Vec
+    align: Vec
+    align_next: Vec
+
+
+@dataclass
+class SigmaCurve(Record):
+    """Per layer, the median over the sequences of each σ group: median_by_sigma [L, groups]."""
+
+    sigma: Vec
+    median_by_sigma: Vec
+
+
+@dataclass
+class FormFit(Record):
+    names: list
+    coef: Vec
+    r2: Vec
+
+
+@dataclass
+class FitsSummary(Record):
+    n_seq: int
+    diag: FormFit
+    equivariant: FormFit
+
+
+@dataclass
+class ProjectionSummary(Record):
+    omega: Vec
+    share_outside: Vec
+    norm: Vec
+    remainder_sv: Vec  # [L, TOP_SV]
+    block_sv: dict  # block name -> [L, TOP_BLOCK_SV]
+
+
+@dataclass
+class ConstRidge(Record):
+    lambda_match: Vec
+    relative_mismatch: Vec
+    half_msd: Vec
+    lambda_constrr: float | Tensor
+
+
+@dataclass
+class ProbeResult(Record):
+    """Every probe of one model (README: Probe JSON schema); `to_json()` is the CLI's per-model record."""
+
+    n_seq: int
+    noise: str
+    n: int
+    d: int
+    seed: int
+    param: str
+    n_layers: int
+    n_heads: int
+    implicit: ImplicitChecks
+    solvers: Solvers
+    implied_lambda: ImpliedLambda
+    omegas: LayerOmegas
+    lemma44: Lemma44Check
+    momentum: MomentumSummary
+    rescaling: SigmaCurve
+    effective_step: SigmaCurve
+    fits: FitsSummary
+    projection: ProjectionSummary
+    const_ridge: ConstRidge
+    ablation: Ablation | None = None
 
 
 def sigma_groups(sigma: Tensor, n_bins: int) -> tuple[Tensor, list[Tensor]]:
@@ -67,35 +183,35 @@ def spearman(a: Tensor, b: Tensor) -> Tensor:
     return torch.tensor(out, dtype=torch.float64)
 
 
-def probe_model(model: LinearTransformer, noise, n_seq: int = 10_000, n: int = 20, seed: int = 0,
-                chunk: int = 1_000, fit_seq: int = 4_096, ablation_seq: int = 20_000, sigma_bins: int = 8) -> dict:
-    """Every probe of issue 4 on `n_seq` fresh sequences of the noise prior; a JSON-ready dict."""
-    prior = as_prior(noise)
+def probe_model(model: LinearTransformer, data: EvalSet, fit_seq: int = 4_096, ablation_seq: int = 20_000,
+                sigma_bins: int = 8) -> ProbeResult:
+    """Every probe on the sequences of `data` (in chunks of data.chunk); the shared fits and tunings on `fit_seq`
+    other sequences (seed + TUNE_OFFSET), the DIAG ablation on `ablation_seq` more (seed + 1; 0 skips it)."""
+    if data.d != model.cfg.d:
+        raise ValueError(f"the evaluation set has d = {data.d} but the model d = {model.cfg.d}")
     model = as_float64(model)
     L, d = model.cfg.n_layers, model.cfg.d
     omega, omega_source = layer_omegas(model)
     proj = diag_projection(model.P.detach(), model.Q.detach())
-    gen = torch.Generator().manual_seed(seed)
     worst = {"lstsq_vs_recursion": torch.zeros(L + 1), "lstsq_residual": torch.zeros(L + 1),
              "prediction_error": torch.zeros(L + 1), "lemma44_recursion_error": torch.zeros(L)}
     cols: dict[str, list[Tensor]] = {}
-    tune = sample_tasks(fit_seq, d, n, prior, torch.Generator().manual_seed(seed + TUNE_OFFSET), dtype=torch.float64)
+    tune = data.replace(n_seq=fit_seq, seed=data.seed + TUNE_OFFSET, sigma=None).draw()
     imp_t = implicit_model(model, tune.tokens)
-    ctx_t = Context.from_stats(imp_t.S[0], tune.x_query)
+    ctx_t = imp_t.context()
     shared = {"gd_eta_tuned": tune_gd_steps(ctx_t, L, target=tune.target),
               "gd_eta_match": tune_gd_steps(ctx_t, L, reference=imp_t.w),
               "ridge": const_ridge_fit(ctx_t, imp_t.pred, tune.target),
               "fits": fit_layer_maps(model, imp_t.S)}
     del tune, imp_t, ctx_t
-    for start in range(0, n_seq, chunk):
-        batch = sample_tasks(min(chunk, n_seq - start), d, n, prior, gen, dtype=torch.float64)
+    for batch in data.batches():
         imp = implicit_model(model, batch.tokens)
-        ctx = Context.from_stats(imp.S[0], batch.x_query)
+        ctx = imp.context()
         lm = lemma44(imp, omega, ctx)
         for key, val in (("lstsq_vs_recursion", imp.disagreement), ("lstsq_residual", imp.residual),
                          ("prediction_error", imp.prediction_error), ("lemma44_recursion_error", lm.recursion_error)):
             worst[key] = torch.maximum(worst[key], val)
-        lam, lam_err = implied_lambda(ctx, imp.w)
+        lam, lam_err = ctx.implied_lambda(imp.w)
         per_seq = {
             **compare_solvers(imp.w, ctx, batch.sigma, shared["gd_eta_tuned"]),
             "relerr_gd_match": rel_error(imp.w, gd_iterates(ctx, shared["gd_eta_match"])),
@@ -110,38 +226,33 @@ def probe_model(model: LinearTransformer, noise, n_seq: int = 10_000, n: int = 2
     c = {k: torch.cat(v, dim=-1) for k, v in cols.items()}
     sigma = c.pop("sigma")[0]
     centers, masks = sigma_groups(sigma, sigma_bins)
-    mean = lambda key: c[key].nanmean(-1)
+    mean = lambda key: c[key].nanmean(-1)  # noqa: E731
     fits = shared["fits"]
-    out = {
-        "n_seq": n_seq, "noise": prior.spec, "n": n, "d": d, "seed": seed,
-        "param": model.cfg.param, "n_layers": L, "n_heads": model.cfg.n_heads,
-        "implicit": worst | {"note": "max over sequences, relative; Theorem 4.1 says all vanish up to rounding"},
-        "solvers": {key: mean(key) for key in ("cos_ols", "relerr_ols", "cos_ridge_oracle", "relerr_ridge_oracle",
-                                               "cos_gd", "relerr_gd", "relerr_gd_match")}
-        | {"gd_eta_tuned": shared["gd_eta_tuned"], "gd_eta_match": shared["gd_eta_match"]},
-        "implied_lambda": {
-            "median": c["implied_lambda"].nanmedian(-1).values,
-            "median_relerr": c["implied_lambda_relerr"].nanmedian(-1).values,
-            "spearman_sigma": spearman(c["implied_lambda"], sigma),
-            "sigma": centers, "median_by_sigma": by_sigma(c["implied_lambda"], masks),
-            "oracle_by_sigma": centers**2,
-        },
-        "omegas": {"source": omega_source, "names": list(OMEGA_NAMES), "omega": omega},
-        "lemma44": {"recursion_error": worst["lemma44_recursion_error"], "exact": model.cfg.param != "full"},
-        "momentum": {"u_norm": mean("u_norm"), "align": mean("align"), "align_next": mean("align_next")},
-        "rescaling": {"sigma": centers, "median_by_sigma": by_sigma(c["rescaling"], masks)},
-        "effective_step": {"sigma": centers, "median_by_sigma": by_sigma(c["effective_step"], masks)},
-        "fits": {"n_seq": fit_seq,
-                 "diag": {"names": list(OMEGA_NAMES), "coef": fits.diag, "r2": fits.diag_r2},
-                 "equivariant": {"names": list(EQUIVARIANT_NAMES), "coef": fits.equivariant, "r2": fits.equivariant_r2}},
-        "projection": {"omega": proj.omega, "share_outside": proj.share_outside, "norm": proj.norm,
-                       "remainder_sv": proj.remainder_sv[:, :8],
-                       "block_sv": {k: v[:, :4] for k, v in proj.block_sv.items()}},
-        "const_ridge": {"lambda_match": shared["ridge"]["lambda_match"],
-                        "relative_mismatch": c["ridge_diff2"].mean(-1) / c["pred2"].mean(-1),
-                        "half_msd": 0.5 * c["ridge_diff2"].mean(-1),
-                        "lambda_constrr": shared["ridge"]["lambda_constrr"]},
-    }
+    result = ProbeResult(
+        n_seq=data.n_seq, noise=data.noise.spec, n=data.n, d=d, seed=data.seed,
+        param=model.cfg.param, n_layers=L, n_heads=model.cfg.n_heads,
+        implicit=ImplicitChecks(**worst),
+        solvers=Solvers(**{key: mean(key) for key in ("cos_ols", "relerr_ols", "cos_ridge_oracle",
+                                                      "relerr_ridge_oracle", "cos_gd", "relerr_gd", "relerr_gd_match")},
+                        gd_eta_tuned=shared["gd_eta_tuned"], gd_eta_match=shared["gd_eta_match"]),
+        implied_lambda=ImpliedLambda(
+            median=c["implied_lambda"].nanmedian(-1).values,
+            median_relerr=c["implied_lambda_relerr"].nanmedian(-1).values,
+            spearman_sigma=spearman(c["implied_lambda"], sigma),
+            sigma=centers, median_by_sigma=by_sigma(c["implied_lambda"], masks), oracle_by_sigma=centers**2),
+        omegas=LayerOmegas(omega_source, list(OMEGA_NAMES), omega),
+        lemma44=Lemma44Check(worst["lemma44_recursion_error"], model.cfg.param != "full"),
+        momentum=MomentumSummary(mean("u_norm"), mean("align"), mean("align_next")),
+        rescaling=SigmaCurve(centers, by_sigma(c["rescaling"], masks)),
+        effective_step=SigmaCurve(centers, by_sigma(c["effective_step"], masks)),
+        fits=FitsSummary(fit_seq, FormFit(list(OMEGA_NAMES), fits.diag, fits.diag_r2),
+                         FormFit(list(EQUIVARIANT_NAMES), fits.equivariant, fits.equivariant_r2)),
+        projection=ProjectionSummary(proj.omega, proj.share_outside, proj.norm, proj.remainder_sv[:, :TOP_SV],
+                                     {k: v[:, :TOP_BLOCK_SV] for k, v in proj.block_sv.items()}),
+        const_ridge=ConstRidge(shared["ridge"]["lambda_match"], c["ridge_diff2"].mean(-1) / c["pred2"].mean(-1),
+                               0.5 * c["ridge_diff2"].mean(-1), shared["ridge"]["lambda_constrr"]),
+    )
     if ablation_seq > 0:
-        out["ablation"] = diag_ablation(model, prior, n_seq=ablation_seq, n=n, seed=seed + 1, omega=proj.omega)
-    return jsonable(out)
+        result.ablation = diag_ablation(model, data.replace(n_seq=ablation_seq, seed=data.seed + 1, sigma=None),
+                                        omega=proj.omega)
+    return ProbeResult.from_json(result.to_json())  # tensors to lists, non-finite floats to None: as written

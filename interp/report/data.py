@@ -16,12 +16,16 @@ from pathlib import Path
 
 from interp.checkpoints import MAX_TEXT_BYTES, CheckpointError, atomic_write_text, load_with_meta, read_regular_file
 from interp.checkpoints import resolve_checkpoint
-from interp.evaluate import evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile
-from interp.probes.summary import jsonable, probe_model
+from interp.evalset import EvalSet
+from interp.evaluate import (
+    LossEstimate, evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile,
+)
+from interp.probes.summary import ProbeResult, probe_model
+from interp.records import Record, jsonable
 from interp.run import Run
 from interp.tasks import as_prior
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2: probe sequences drawn by interp.evalset (the same for any chunk size)
 CACHE_FILE = "report_cache.json"
 CACHE_KEEP = 96  # records kept per cache file (the oldest drop out)
 BASELINES = ("constrr", "adarr", "tunedrr", "bayes")  # the paper's ridge baselines and the Bayes floor
@@ -165,55 +169,78 @@ def _write_cache(path: Path, key: str, record: dict) -> None:
         pass  # a read-only model directory: the report still works, it only recomputes next time
 
 
-def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> dict:
-    """Everything the report shows about one checkpoint, JSON-ready; from the cache when it matches."""
+@dataclass
+class ModelRecord(Record):
+    """Everything the report shows about one checkpoint (cached as its JSON)."""
+
+    loss: LossEstimate  # on the training prior, after all layers
+    per_layer: list[LossEstimate]  # after K = 0..L layers, on the prior
+    sigmas: list
+    profile_mean: list  # [K][σ] after K = 0..L layers at each fixed σ
+    profile_stderr: list
+    P: list  # [L][D][D], first head
+    Q: list
+    probe: ProbeResult
+    seconds: float
+    cached: bool | None = None  # set on return: whether it came from the cache
+
+
+def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> ModelRecord:
+    """Everything the report shows about one checkpoint; from the cache when it matches."""
     digest = _sha256(entry.checkpoint)
     key = _cache_key(entry, settings, digest)
     cache = _cache_path(entry)
     if use_cache:
         hit = _read_cache(cache).get("records", {}).get(key)
         if hit is not None:
-            return hit | {"cached": True}
+            rec = ModelRecord.from_json(hit)
+            rec.cached = True
+            return rec
     t0 = time.perf_counter()
     model, _ = load_with_meta(entry.checkpoint)  # evaluated in its own dtype, like `interp eval`; probes use float64
-    s, n, d = settings, entry.n, entry.d
+    s = settings
+    on_prior = EvalSet(entry.noise, d=entry.d, n=entry.n, n_seq=s.n_seq, seed=s.seed)
     sigmas = sigma_grid(entry.noise, s.sigma_step)
-    on_prior = per_layer_loss(model, entry.noise, s.n_seq, d, n, s.seed)
-    grid = per_layer_profile(model, sigmas, s.profile_seq, d, n, s.seed)
+    curve = per_layer_loss(model, on_prior)
+    grid = per_layer_profile(model, sigmas, on_prior.replace(n_seq=s.profile_seq))
     ablation = s.ablation_seq if entry.arch == "full" else 0
-    probe = probe_model(model, entry.noise, n_seq=s.probe_seq, n=n, seed=s.seed, chunk=1_000,
-                        fit_seq=s.fit_seq, ablation_seq=ablation)
-    record = {
-        "loss": on_prior[-1].to_dict(),
-        "per_layer": [e.to_dict() for e in on_prior],
-        "sigmas": sigmas,
-        "profile_mean": [[e.mean for e in row] for row in grid],
-        "profile_stderr": [[e.stderr for e in row] for row in grid],
-        "P": model.P.detach()[:, 0].tolist(), "Q": model.Q.detach()[:, 0].tolist(),
-        "probe": probe,
-        "seconds": time.perf_counter() - t0,
-    }
-    record = jsonable(record)
+    probes = on_prior.replace(n_seq=s.probe_seq, chunk=1_000)
+    probe = probe_model(model, probes, fit_seq=s.fit_seq, ablation_seq=ablation)
+    record = ModelRecord(
+        loss=curve[-1], per_layer=curve, sigmas=sigmas,
+        profile_mean=[[e.mean for e in row] for row in grid], profile_stderr=[[e.stderr for e in row] for row in grid],
+        P=model.P.detach()[:, 0].tolist(), Q=model.Q.detach()[:, 0].tolist(), probe=probe,
+        seconds=time.perf_counter() - t0)
+    record = ModelRecord.from_json(record.to_json())  # as it reads back from the cache (non-finite floats: None)
     if use_cache:
-        _write_cache(cache, key, record)
-    return record | {"cached": False}
+        _write_cache(cache, key, record.to_json())
+    record.cached = False
+    return record
 
 
 # ---------------------------------------------------------------------------- baselines per prior
-def baseline_record(noise: str, settings: Settings, d: int = 10, n: int = 20, gd_steps=(1,)) -> dict:
+@dataclass
+class BaselineRecord(Record):
+    """The ridge baselines and the Bayes floor on one prior: on the prior and per σ (the models' sequences)."""
+
+    noise: str
+    sigmas: list
+    loss: dict[str, LossEstimate]
+    profile: dict[str, list]  # name -> mean adjusted loss per σ
+    paper: dict[str, float | None]  # name -> Table 1 value
+
+
+def baseline_record(noise: str, settings: Settings, d: int = 10, n: int = 20, gd_steps=(1,)) -> BaselineRecord:
     """Adjusted loss of the ridge baselines and the Bayes floor on the prior and per σ (same seeds as the models)."""
     from interp.tuning import baselines
 
     preds = baselines(noise, d, n, gd_steps=gd_steps, names=[b for b in BASELINES if n > d or b not in ("adarr", "tunedrr")])
     sigmas = sigma_grid(noise, settings.sigma_step)
-    on_prior = evaluate(preds, noise, settings.n_seq, d, n, settings.seed)
-    prof = sigma_profile(preds, sigmas, settings.profile_seq, d, n, settings.seed, noise=noise)
-    return jsonable({
-        "noise": noise, "sigmas": sigmas,
-        "loss": {k: v.to_dict() for k, v in on_prior.items()},
-        "profile": {k: [e.mean for e in v] for k, v in prof.items()},
-        "paper": {k: paper_value(k, noise, None, d, n) for k in preds},
-    })
+    on_prior = EvalSet(noise, d=d, n=n, n_seq=settings.n_seq, seed=settings.seed)
+    prof = sigma_profile(preds, sigmas, on_prior.replace(n_seq=settings.profile_seq))
+    rec = BaselineRecord(noise, sigmas, evaluate(preds, on_prior), {k: [e.mean for e in v] for k, v in prof.items()},
+                         {k: paper_value(k, noise, None, d, n) for k in preds})
+    return BaselineRecord.from_json(rec.to_json())
 
 
 # ---------------------------------------------------------------------------- training trajectories
@@ -244,20 +271,28 @@ def _thin(items: list, count: int) -> list:
     return [items[i] for i in idx]
 
 
-def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = True, log=None) -> dict:
-    """Drift metrics (interp.probes.drift) of about `drift_points` checkpoints of every FULL run, cached per checkpoint.
+@dataclass
+class DriftCurves:
+    """Drift points per FULL run label, or the reason there are none."""
 
-    {"available": False, "reason": ...} when interp.probes.drift is missing; the report then shows the reason.
-    """
-    try:
-        from interp.probes.drift import DriftData, drift_record
-    except ImportError as err:
-        return {"available": False, "reason": f"interp.probes.drift cannot be imported ({err})."}
+    runs: dict = field(default_factory=dict)  # label -> list[DriftPoint]
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.reason is None
+
+
+def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = True, log=None) -> DriftCurves:
+    """Drift metrics (interp.probes.drift) of about `drift_points` checkpoints of every FULL run, cached per checkpoint;
+    without a FULL run directory, the reason (the report shows it)."""
+    from interp.probes.drift import DriftData, drift_record
+
     runs = [e for e in entries if e.arch == "full" and e.run_dir is not None]
     if not runs:
-        return {"available": False, "reason": "no FULL run directory among the models (DIAG and GD++ never leave DIAG)."}
+        return DriftCurves(reason="no FULL run directory among the models (DIAG and GD++ never leave DIAG).")
     datasets: dict[tuple, DriftData] = {}
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[DriftPoint]] = {}
     for e in runs:
         ckpts = [(step, p) for step, p in Run(e.run_dir).checkpoints() if step > 0 and (e.step is None or step <= e.step)]
         cache = e.run_dir / CACHE_FILE
@@ -267,35 +302,56 @@ def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = Tr
             blob = json.dumps({"v": REPORT_VERSION, "drift": True, "sha": _sha256(path), "noise": e.noise, "n": e.n,
                                "seq": settings.drift_seq, "fit": settings.drift_fit_seq}, sort_keys=True)
             key = "drift-" + hashlib.sha256(blob.encode()).hexdigest()[:24]
-            rec = stored.get(key)
-            if rec is None:
+            hit = stored.get(key)
+            if hit is not None:
+                rec = DriftPoint.from_json(hit)
+            else:
                 spec = (e.noise, e.d, e.n)
                 if spec not in datasets:
-                    datasets[spec] = DriftData(e.noise, e.d, e.n, eval_seq=settings.drift_seq, fit_seq=settings.drift_fit_seq)
+                    datasets[spec] = DriftData.default(e.noise, e.d, e.n, eval_seq=settings.drift_seq,
+                                                       fit_seq=settings.drift_fit_seq)
                 model, _ = load_with_meta(path)
-                full = drift_record(step, model, datasets[spec], per_layer_gap=False)
-                rec = {k: full[k] for k in DRIFT_KEYS if k in full}
+                rec = DriftPoint.of(drift_record(step, model, datasets[spec], per_layer_gap=False))
                 if use_cache:
-                    _write_cache(cache, key, rec)
+                    _write_cache(cache, key, rec.to_json())
             recs.append(rec)
         out[e.label] = recs
         if log:
             log(f"drift {e.label}: {len(recs)} checkpoints")
-    return {"available": True, "runs": out}
+    return DriftCurves(out)
 
 
-DRIFT_KEYS = ("step", "share_outside", "share_outside_read", "remainder_effective_rank", "remainder_top1_share",
-              "r2_diag", "loss", "loss_diag_projection", "gap_diag_projection", "gap_diag_projection_stderr")
+@dataclass
+class DriftPoint(Record):
+    """What the report's drift panel shows of one checkpoint (interp.probes.drift.DriftRecord, cut down)."""
+
+    step: int
+    share_outside: list  # [L]
+    share_outside_read: list
+    remainder_effective_rank: list
+    remainder_top1_share: list
+    r2_diag: list
+    loss: float
+    loss_diag_projection: float
+    gap_diag_projection: float
+    gap_diag_projection_stderr: float
+
+    @classmethod
+    def of(cls, rec) -> "DriftPoint":
+        w, f = rec.weights, rec.functional
+        return cls.from_json(jsonable(cls(
+            rec.step, w.share_outside, w.share_outside_read, w.remainder_effective_rank, w.remainder_top1_share,
+            f.r2_diag, f.loss, f.loss_diag_projection, f.gap_diag_projection, f.gap_diag_projection_stderr)))
 
 
 # ---------------------------------------------------------------------------- everything
 @dataclass
 class ReportData:
     entries: list[Entry]
-    records: dict[str, dict]  # label -> model_record
-    baselines: dict[str, dict]  # prior spec -> baseline_record
+    records: dict[str, ModelRecord]  # label -> model_record
+    baselines: dict[str, BaselineRecord]  # prior spec -> baseline_record
     curves: dict[str, dict | None]  # label -> training_curve
-    drift: dict
+    drift: DriftCurves
     settings: Settings
     timings: dict = field(default_factory=dict)
 
@@ -323,7 +379,7 @@ def gather(paths: list[str | Path], settings: Settings | None = None, noise: str
         t0 = time.perf_counter()
         records[e.label] = model_record(e, settings, use_cache)
         timings[e.label] = time.perf_counter() - t0
-        say(f"{e.label}: {'cached' if records[e.label]['cached'] else f'{timings[e.label]:.1f} s'}")
+        say(f"{e.label}: {'cached' if records[e.label].cached else f'{timings[e.label]:.1f} s'}")
     t0 = time.perf_counter()
     base = {}
     for prior, (d, n) in task_sizes.items():
@@ -333,7 +389,7 @@ def gather(paths: list[str | Path], settings: Settings | None = None, noise: str
     curves = {e.label: training_curve(e) for e in entries}
     t0 = time.perf_counter()
     drift = (drift_records(entries, settings, use_cache, say) if with_drift
-             else {"available": False, "reason": "skipped on request."})
+             else DriftCurves(reason="skipped on request."))
     timings["drift"] = time.perf_counter() - t0
     say(f"drift: {timings['drift']:.1f} s")
     return ReportData(entries, records, base, curves, drift, settings, timings)

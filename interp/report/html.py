@@ -60,19 +60,19 @@ def summary_rows(data: ReportData) -> list[dict]:
     """One row per model, then the baselines of each prior: adjusted loss next to the paper's Table 1."""
     rows = []
     for e in data.entries:
-        loss = data.records[e.label]["loss"]
+        loss = data.records[e.label].loss
         paper = paper_value(e.arch, e.noise, e.n_layers, e.d, e.n) if e.n_heads == 1 else None
         rows.append(dict(kind="model", name=e.label, arch=e.arch, what=f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}",
                          noise=e.noise, step=e.step, total=e.total_steps, complete=e.complete,
-                         mean=loss["mean"], stderr=loss["stderr"], paper=paper,
-                         ratio=loss["mean"] / paper if paper else None))
+                         mean=loss.mean, stderr=loss.stderr, paper=paper,
+                         ratio=loss.mean / paper if paper else None))
     for prior, base in data.baselines.items():
         for b in BASELINES:
-            if b in base["loss"]:
-                est, paper = base["loss"][b], base["paper"].get(b)
+            if b in base.loss:
+                est, paper = base.loss[b], base.paper.get(b)
                 rows.append(dict(kind="baseline", name=BASELINE_STYLE[b][0], arch=b, what="baseline", noise=prior,
-                                 step=None, total=None, complete=True, mean=est["mean"], stderr=est["stderr"],
-                                 paper=paper, ratio=est["mean"] / paper if paper else None))
+                                 step=None, total=None, complete=True, mean=est.mean, stderr=est.stderr,
+                                 paper=paper, ratio=est.mean / paper if paper else None))
     return rows
 
 

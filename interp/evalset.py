@@ -1,0 +1,72 @@
+"""The evaluation set: which sequences a loss, profile, probe or drift metric is measured on.
+
+One frozen record names them: the noise prior, d, n, how many sequences, the seed and, for one point
+of a per-σ profile, a fixed noise std. Sequences are drawn in blocks of BLOCK from
+torch.Generator(seed), so they depend on (noise, d, n, n_seq, seed, sigma) only; `chunk` bounds how many
+are run through a predictor at once (memory), never which ones are drawn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+from interp.tasks import NoisePrior, TaskBatch, as_prior, sample_tasks
+
+BLOCK = 10_000
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """`n_seq` float64 sequences of the noise prior (σ fixed to `sigma` when given), context length n, dimension d."""
+
+    noise: NoisePrior
+    d: int = 10
+    n: int = 20
+    n_seq: int = 10_000
+    seed: int = 0
+    chunk: int = BLOCK
+    sigma: float | None = None  # every sequence's noise std (a per-σ profile point); None: drawn from the prior
+
+    def __post_init__(self):
+        object.__setattr__(self, "noise", as_prior(self.noise))  # a spec string is parsed once, here
+        for name in ("d", "n", "n_seq", "chunk"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"EvalSet.{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.sigma is not None:
+            object.__setattr__(self, "sigma", float(self.sigma))
+            if not self.sigma >= 0:
+                raise ValueError(f"EvalSet.sigma must be >= 0, got {self.sigma}")
+
+    def replace(self, **changes) -> "EvalSet":
+        return dataclasses.replace(self, **changes)
+
+    def at_sigma(self, sigma: float) -> "EvalSet":
+        """The same sequences (w, x, unit noise ξ) with every noise std fixed to σ (common random numbers)."""
+        return self.replace(sigma=float(sigma))
+
+    def batches(self) -> Iterator[TaskBatch]:
+        """Float64 task batches of at most `chunk` sequences; the same sequences for any `chunk`."""
+        gen = torch.Generator().manual_seed(self.seed)
+        sigma = None if self.sigma is None else torch.tensor(self.sigma, dtype=torch.float64)
+        for start in range(0, self.n_seq, BLOCK):
+            size = min(BLOCK, self.n_seq - start)
+            block = sample_tasks(size, self.d, self.n, self.noise, gen, sigma=sigma, dtype=torch.float64)
+            for i in range(0, size, self.chunk):
+                sl = slice(i, i + self.chunk)
+                yield TaskBatch(block.tokens[sl], block.target[sl], block.sigma[sl], block.w[sl])
+
+    def draw(self) -> TaskBatch:
+        """All `n_seq` sequences as one batch."""
+        parts = list(self.replace(chunk=BLOCK).batches())
+        if len(parts) == 1:
+            return parts[0]
+        return TaskBatch(*(torch.cat([getattr(b, f) for b in parts]) for f in ("tokens", "target", "sigma", "w")))
+
+    def describe(self) -> dict:
+        """JSON-ready: which sequences (the chunk size is left out: it never changes them)."""
+        out = {"noise": self.noise.spec, "d": self.d, "n": self.n, "n_seq": self.n_seq, "seed": self.seed}
+        return out if self.sigma is None else out | {"sigma": self.sigma}
