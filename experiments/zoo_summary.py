@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 python experiments/zoo_summary.py            # 100 000 evaluation sequences (seed 0)
 
-Adjusted loss = ½·MSE minus the oracle ridge's on the same sequences (PAPER.md §6), evaluated on
+Adjusted loss = ½·MSE minus the oracle ridge's on the same sequences (README, Conventions: adjusted loss), evaluated on
 the model's own training prior, beside the paper's Table 1 cell (best of 5 seeds, 200 000 steps).
 """
 

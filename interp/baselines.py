@@ -1,4 +1,4 @@
-"""Baselines on the raw context (PAPER.md §5); every solve is batched and in float64.
+"""Baselines on the raw context (Vladymyrov et al. 2024, Table 1 baselines); every solve is batched and in float64.
 
 All ridge-family predictors read the context through interp.spectral.SpectralContext (Σ = XᵀX in its
 eigenbasis), so sweeping λ (tuning, the Bayes mixture) costs O(d) per sequence and λ.
@@ -25,7 +25,7 @@ from interp.tasks import NoisePrior, TaskBatch, as_prior
 
 
 def ridge_weights(batch: TaskBatch, lam: Float[Tensor, "batch"] | float) -> Float[Tensor, "batch d"]:
-    """ŵ = (Σ + λ I)^{-1} α with Σ = Σ_i x_i x_iᵀ, α = Σ_i y_i x_i (PAPER.md §5), float64."""
+    """ŵ = (Σ + λ I)^{-1} α with Σ = Σ_i x_i x_iᵀ, α = Σ_i y_i x_i (Vladymyrov et al. 2024, Table 1 baselines), float64."""
     x, y = batch.x.double(), batch.y.double()
     sigma = x.transpose(1, 2) @ x
     alpha = (x * y[..., None]).sum(1)
@@ -40,7 +40,7 @@ def ridge_predict(batch: TaskBatch, lam: Float[Tensor, "batch"] | float) -> Floa
 
 
 def oracle_predict(batch: TaskBatch) -> Float[Tensor, "batch"]:
-    """Oracle ridge: λ = σ_τ², the true noise variance of each sequence (PAPER.md §5)."""
+    """Oracle ridge: λ = σ_τ², the true noise variance of each sequence (Vladymyrov et al. 2024, Table 1 baselines)."""
     return ridge_predict(batch, batch.sigma.double() ** 2)
 
 
@@ -52,7 +52,7 @@ def ols_predict(batch: TaskBatch) -> Float[Tensor, "batch"]:
 
 @dataclass(frozen=True)
 class ConstRR:
-    """Ridge with one λ for every sequence, tuned per noise prior (PAPER.md §5)."""
+    """Ridge with one λ for every sequence, tuned per noise prior (Vladymyrov et al. 2024, Table 1 baselines)."""
 
     lam: float
 
@@ -62,7 +62,7 @@ class ConstRR:
 
 @dataclass(frozen=True)
 class AdaRR:
-    """Ridge with λ = σ̂² = ρ / (n − d), the unbiased noise estimate (PAPER.md §5)."""
+    """Ridge with λ = σ̂² = ρ / (n − d), the unbiased noise estimate (Vladymyrov et al. 2024, Table 1 baselines)."""
 
     def __call__(self, batch: TaskBatch) -> Tensor:
         sp = SpectralContext.of(batch)
@@ -71,7 +71,7 @@ class AdaRR:
 
 @dataclass(frozen=True)
 class TunedRR:
-    """Ridge with λ = mult · min(σ̂², clip), both tuned per prior (PAPER.md §5; clip = inf for none)."""
+    """Ridge with λ = mult · min(σ̂², clip), both tuned per prior (Vladymyrov et al. 2024, Table 1 baselines; clip = inf for none)."""
 
     mult: float
     clip: float = math.inf
@@ -115,7 +115,7 @@ def sigma_nodes(prior: "str | NoisePrior", nodes: int = 16, panels: int = 4) -> 
 
 
 class Bayes:
-    """Bayes-optimal prediction under the noise prior: ŷ = ⟨E[w | context], x_t⟩ (PAPER.md §5).
+    """Bayes-optimal prediction under the noise prior: ŷ = ⟨E[w | context], x_t⟩ (not in the paper: the floor).
 
     E[w | ctx] = ∫ (Σ + σ²I)^{-1}α p(σ | ctx) dσ with p(σ | ctx) ∝ p(σ) N(y; 0, XXᵀ + σ²I_n):
     an exact sum for categorical / fixed priors, composite Gauss–Legendre for uniform ones.

@@ -68,7 +68,7 @@ def check_device(device: str) -> str:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A linear transformer of PAPER.md §1-§2.
+    """A linear transformer of Vladymyrov et al. 2024; README, Conventions.
 
     d: input dimension (tokens have width d + 1); n_layers: L; n_heads: H;
     param: "full" (free P, Q), "diag" (p_x, p_y, q_x, q_y per head) or "gdpp" (DIAG with q_y = 0).
@@ -79,7 +79,7 @@ class ModelConfig:
     n_heads: int = 1
     param: str = "full"
     dtype: str = "float32"
-    init_scale: float = 2e-3  # std of the initial entries, divided by n_layers (PAPER.md §7)
+    init_scale: float = 2e-3  # std of the initial entries, divided by n_layers (Vladymyrov et al. 2024, training setup)
 
     def __post_init__(self) -> None:
         _check_fields(self)
@@ -137,7 +137,7 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """How a model is trained (PAPER.md §7). `preset` fills lr / steps / schedule when left at None."""
+    """How a model is trained (Vladymyrov et al. 2024, training setup). `preset` fills lr / steps / schedule when left at None."""
 
     model: ModelConfig = ModelConfig()
     noise: str = "uniform:5"

@@ -1,4 +1,4 @@
-"""Adjusted evaluation loss (PAPER.md §6): ½·MSE minus the oracle ridge's ½·MSE on the same sequences.
+"""Adjusted evaluation loss (README, Conventions: adjusted loss): ½·MSE minus the oracle ridge's ½·MSE on the same sequences.
 
 Models and baselines share one call shape, a Predictor: TaskBatch -> ŷ [..., batch]. Which sequences
 is an EvalSet (interp.evalset); `adjusted_losses` is the one place the adjusted loss is computed, per
@@ -123,7 +123,7 @@ def adjusted_loss(model: "LinearTransformer | Predictor", data: "EvalSet | Score
 
 
 def sigma_grid(noise: "str | NoisePrior", step: float = 0.5) -> list[float]:
-    """Evaluation σ's from 0 to σ_max + 1 (PAPER.md §6, per-variance profiles)."""
+    """Evaluation σ's from 0 to σ_max + 1 (README, Conventions: adjusted loss, per-variance profiles)."""
     top = as_prior(noise).sigma_max + 1
     count = int(math.floor(top / step + 1e-9))
     return [round(i * step, 10) for i in range(count + 1)]
@@ -143,7 +143,7 @@ def sigma_profile(predictors: Predictors, sigmas: Sequence[float], data: EvalSet
 
 
 def per_layer_loss(model: LinearTransformer, data: "EvalSet | ScoredSet") -> list[LossEstimate]:
-    """Adjusted loss of the prediction −y_query after K = 0..L layers of an L-layer model (PAPER.md §1)."""
+    """Adjusted loss of the prediction −y_query after K = 0..L layers of an L-layer model (README, Conventions)."""
     diff = adjusted_losses({"model": per_layer_predictor(model)}, data)["model"]
     return [LossEstimate.of(row) for row in diff]
 
@@ -160,7 +160,7 @@ TABLE1_COLUMNS = ("uniform:0", "uniform:1", "uniform:2", "uniform:3", "uniform:4
 
 
 def paper_table() -> dict:
-    """The paper's Table 1 (PAPER.md §8), shipped as interp/data/table1.json."""
+    """The paper's Table 1 (Vladymyrov et al. 2024, Table 1), shipped as interp/data/table1.json."""
     import json
     from importlib import resources
 

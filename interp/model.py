@@ -1,6 +1,6 @@
-"""Linear transformers of PAPER.md §1-§2 as a TransformerLens HookedRootModule.
+"""Linear transformers of Vladymyrov et al. 2024 (README, Conventions) as a TransformerLens HookedRootModule.
 
-One layer (PAPER.md §1): e_i ← e_i + Σ_k P_k S Q_k e_i with S = Σ_{j≤n} e_j e_jᵀ over the n
+One layer (README, Conventions): e_i ← e_i + Σ_k P_k S Q_k e_i with S = Σ_{j≤n} e_j e_jᵀ over the n
 context tokens (the query is masked as a key, no 1/n), applied to every token, query included.
 The prediction is ŷ = −y of the query after the last layer.
 """
@@ -28,7 +28,7 @@ from interp.config import ModelConfig
 
 @dataclass
 class Omegas:
-    """The four products of a DIAG layer (PAPER.md §2), each [L]: ω_xx = Σ_k p_x q_x, ..."""
+    """The four products of a DIAG layer (Vladymyrov et al. 2024, DIAG; README, Conventions), each [L]: ω_xx = Σ_k p_x q_x, ..."""
 
     omega_xx: Tensor
     omega_xy: Tensor
@@ -114,7 +114,7 @@ class LinearAttention(nn.Module):
     def forward(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos H D"]:
         B, T, D = resid.shape
         ctx = resid[:, :-1]  # keys and values come from the n context tokens only
-        S = self.hook_stats(ctx.transpose(1, 2) @ ctx)  # S = Σ_{j≤n} e_j e_jᵀ (PAPER.md §1)
+        S = self.hook_stats(ctx.transpose(1, 2) @ ctx)  # S = Σ_{j≤n} e_j e_jᵀ (README, Conventions)
         A = self.head_maps(S).reshape(B, -1, D)  # [B, H*D, D]
         result = (resid @ A.transpose(1, 2)).reshape(B, T, -1, D)  # A_k e_i per head
         if has_hooks(self.hook_pattern):  # the pattern costs O(pos²): built only for a hook or a cache
@@ -138,7 +138,7 @@ class LinearAttention(nn.Module):
 
 
 class LinearBlock(nn.Module):
-    """Residual wrapper: e ← e + Σ_k P_k S Q_k e (PAPER.md §1)."""
+    """Residual wrapper: e ← e + Σ_k P_k S Q_k e (README, Conventions)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -154,7 +154,7 @@ class LinearBlock(nn.Module):
 
 
 class LinearTransformer(HookedRootModule):
-    """L layers of linear self-attention reading out ŷ = −y_query (PAPER.md §1).
+    """L layers of linear self-attention reading out ŷ = −y_query (README, Conventions).
 
     Hook points (TransformerLens names): `hook_tokens` and `hook_embed` (both the input tokens, on a
     copy, so in-place hooks never change the caller's tensor), and for every layer l
@@ -189,7 +189,7 @@ class LinearTransformer(HookedRootModule):
             self.cfg = cfg
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
-        """Small Gaussian init, std = init_scale / n_layers (PAPER.md §7: ~1e-3 keeps deep models stable)."""
+        """Small Gaussian init, std = init_scale / n_layers (Vladymyrov et al. 2024 give no init; ~1e-3 keeps deep models stable)."""
         std = self.cfg.init_scale / self.cfg.n_layers
         with torch.no_grad():
             for p in self.parameters():
@@ -324,7 +324,7 @@ class LinearTransformer(HookedRootModule):
         return torch.stack([b.attn.matrices()[1] for b in self.blocks])
 
     def omegas(self) -> Omegas:
-        """ω_xx, ω_xy, ω_yx, ω_yy per layer (PAPER.md §2), for DIAG and GD++ models."""
+        """ω_xx, ω_xy, ω_yx, ω_yy per layer (Vladymyrov et al. 2024, DIAG; README, Conventions), for DIAG and GD++ models."""
         if self.cfg.param == "full":
             raise ValueError("omegas() is defined for diag and gdpp models; fit a FULL model with interp.probes")
         p_x, p_y, q_x, q_y = (torch.stack(t) for t in zip(*(b.attn.diag_params() for b in self.blocks)))

@@ -1,4 +1,4 @@
-"""Noisy linear regression tasks with a per-sequence noise level (PAPER.md §4).
+"""Noisy linear regression tasks with a per-sequence noise level (README, Conventions).
 
 Noise priors are given as the CLI's string specs:
   fixed:σ                 every sequence has noise std σ
@@ -175,7 +175,7 @@ def sample_tasks(
     dtype: torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
 ) -> TaskBatch:
-    """Sample `batch` sequences: w ~ N(0, w_cov), x_i ~ N(0, x_cov), y_i = ⟨w, x_i⟩ + σ_τ ξ_i (PAPER.md §4).
+    """Sample `batch` sequences: w ~ N(0, w_cov), x_i ~ N(0, x_cov), y_i = ⟨w, x_i⟩ + σ_τ ξ_i (README, Conventions).
 
     Covariances default to I_d; `query_cov` defaults to `x_cov` (set it apart for query shift).
     `sigma` overrides the prior with given per-sequence stds [batch] (per-σ profiles).

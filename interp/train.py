@@ -1,4 +1,4 @@
-"""Trainer: Adam on fresh data each step, geometric checkpoint trajectory, exact resume (PAPER.md §7)."""
+"""Trainer: Adam on fresh data each step, geometric checkpoint trajectory, exact resume (Vladymyrov et al. 2024, training setup)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from interp.run import Run
 from interp.tasks import as_prior, sample_tasks
 
 # Peak learning rate of the fast one-cycle preset by depth: the stable peak falls with depth
-# (PAPER.md §7: 2 layers at 1e-2 fine, 4 layers diverged at 5e-3 but trained at 2e-3).
+# (measured with a prototype: 2 layers at 1e-2 fine, 4 layers diverged at 5e-3 but trained at 2e-3).
 FAST_PEAK_LR = {1: 1e-2, 2: 1e-2, 3: 4e-3, 4: 2e-3, 5: 1.5e-3, 6: 1e-3}
 # DIAG / GD++ (4 scalars per head and layer) plateau at 4 layers with 2e-3 (adjusted loss 0.11, about
 # the 3-layer value) and train to 0.06 with 5e-3: measured in experiments/results/presets.md.

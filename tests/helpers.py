@@ -33,7 +33,7 @@ def small_batch(batch=16, d=4, n=8, noise="uniform:1", seed=0):
 
 
 def gd_construction(d: int, n_layers: int, eta: float) -> LinearTransformer:
-    """PAPER.md §3: Q = [[I,0],[0,0]], P = η [[0,0],[0,-1]]: each layer is one GD step."""
+    """von Oswald et al. 2023: Q = [[I,0],[0,0]], P = η [[0,0],[0,-1]]: each layer is one GD step."""
     D = d + 1
     Q = torch.zeros(n_layers, 1, D, D, dtype=torch.float64)
     Q[:, 0, :d, :d] = torch.eye(d, dtype=torch.float64)

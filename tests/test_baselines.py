@@ -1,4 +1,4 @@
-"""Baselines of PAPER.md §5 against direct numpy solves, exactness, and the Bayes floor."""
+"""Baselines of Vladymyrov et al. 2024, Table 1 baselines against direct numpy solves, exactness, and the Bayes floor."""
 
 import math
 
@@ -114,6 +114,6 @@ def test_tuning_is_recorded_and_disjoint_from_evaluation():
     rec = tuned("uniform:5")
     assert rec["seed"] != 0 and rec["n_seq"] >= 20_000
     assert rec["constrr"]["grid"]["lam_coarse"] and rec["tunedrr"]["grid"]["mult_fine"]
-    # GD-1's tuned step is the one-layer optimum η = 1/(n + d + 1 + E σ²) (PAPER.md §3)
+    # GD-1's tuned step is the one-layer optimum η = 1/(n + d + 1 + E σ²) (von Oswald et al. 2023)
     assert rec["gd"]["1"]["eta"] == pytest.approx(1 / (31 + 25 / 3), rel=0.03)
     assert 1.0 < rec["tunedrr"]["mult"] < 2.0 and math.isfinite(float(rec["tunedrr"]["clip"]))

@@ -14,7 +14,7 @@ from tests.helpers import run_cli
 from interp.model import LinearTransformer
 
 torch.set_num_threads(1)
-ETA = 1 / (31 + 25 / 3)  # the one-layer optimum on uniform:5 (PAPER.md §3)
+ETA = 1 / (31 + 25 / 3)  # the one-layer optimum on uniform:5 (von Oswald et al. 2023)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Adjusted loss (PAPER.md §6): determinism, chunking, profiles, per-layer curves, and a trained 1-layer model."""
+"""Adjusted loss (README, Conventions: adjusted loss): determinism, chunking, profiles, per-layer curves, and a trained 1-layer model."""
 
 import pytest
 import torch
@@ -61,7 +61,7 @@ def test_sigma_grid_and_profile():
 
 
 def test_per_layer_of_gd_construction_matches_gd_k():
-    # von Oswald et al.: ω_yx = −η per layer gives exactly k GD steps after k layers (PAPER.md §3)
+    # von Oswald et al.: ω_yx = −η per layer gives exactly k GD steps after k layers (von Oswald et al. 2023)
     eta = 0.02
     model = LinearTransformer.from_omegas(torch.tensor([[0.0, 0.0, -eta, 0.0]] * 3), d=10)
     data = EvalSet("uniform:3", n_seq=3000)
@@ -81,7 +81,7 @@ def test_paper_values():
 @pytest.mark.slow
 def test_trained_one_layer_model_reaches_the_closed_form(tmp_path):
     """One layer: the optimum is ŷ = η⟨α, x_t⟩, η = 1/(n + d + 1 + E σ²), with
-    E½(ŷ − y_t)² = ½ d (1 − n η) in closed form (PAPER.md §3, one layer)."""
+    E½(ŷ − y_t)² = ½ d (1 − n η) in closed form (one layer, derived)."""
     noise, d, n = "uniform:5", 10, 20
     eta = 1 / (n + d + 1 + 25 / 3)
     closed_mse = 0.5 * d * (1 - n * eta)  # ≈ 2.458

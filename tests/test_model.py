@@ -7,7 +7,7 @@ from tests.helpers import gd_construction, random_diag, random_full, small_batch
 
 
 def reference_forward(P, Q, tokens):
-    """Plain per-token loop with explicit scores: e_i += Σ_k P_k Σ_{j≤n} e_j (e_jᵀ Q_k e_i) (PAPER.md §1)."""
+    """Plain per-token loop with explicit scores: e_i += Σ_k P_k Σ_{j≤n} e_j (e_jᵀ Q_k e_i) (README, Conventions)."""
     Z = tokens.clone()
     B, T, D = Z.shape
     n = T - 1
@@ -41,7 +41,7 @@ def test_forward_matches_per_token_loop_full_multihead():
 
 @pytest.mark.parametrize("param", ["diag", "gdpp"])
 def test_diag_and_gdpp_match_closed_form_update(param):
-    """x_i ← x_i + ω_xx Σ x_i + ω_xy y_i α, y_i ← y_i + ω_yx ⟨α, x_i⟩ + ω_yy λ y_i (PAPER.md §2)."""
+    """x_i ← x_i + ω_xx Σ x_i + ω_xy y_i α, y_i ← y_i + ω_yx ⟨α, x_i⟩ + ω_yy λ y_i (Vladymyrov et al. 2024, DIAG; README, Conventions)."""
     d = 4
     model = random_diag(d=d, n_layers=2, n_heads=3, param=param, scale=0.15)
     batch = small_batch(batch=5, d=d, n=7)
@@ -76,7 +76,7 @@ def test_from_omegas_realises_any_omegas():
 
 @pytest.mark.parametrize("L", [1, 3])
 def test_gd_construction_gives_exact_gd_steps(L):
-    """PAPER.md §3: each layer is one GD step on ½Σ(y_i − ⟨w, x_i⟩)² from w = 0 with step η."""
+    """von Oswald et al. 2023: each layer is one GD step on ½Σ(y_i − ⟨w, x_i⟩)² from w = 0 with step η."""
     d, n, eta = 4, 12, 0.03
     model = gd_construction(d, L, eta)
     batch = small_batch(batch=6, d=d, n=n, noise="fixed:0.5")

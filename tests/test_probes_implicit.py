@@ -22,7 +22,7 @@ def tasks(batch, d, n, noise="uniform:2", seed=1):
 
 
 def gd_model(d, L, eta):
-    """PAPER.md §3: Q = [[I, 0], [0, 0]], P = η [[0, 0], [0, −1]] is one GD step per layer."""
+    """von Oswald et al. 2023: Q = [[I, 0], [0, 0]], P = η [[0, 0], [0, −1]] is one GD step per layer."""
     P = torch.zeros(L, 1, d + 1, d + 1, dtype=torch.float64)
     Q = torch.zeros_like(P)
     Q[:, 0, :d, :d] = torch.eye(d)

@@ -1,4 +1,4 @@
-"""Validation suite: trained and hand-built models recover the closed forms of PAPER.md §3 and §5.
+"""Validation suite: trained and hand-built models recover the closed forms of Vladymyrov et al. 2024 (Theorem 4.1, Lemma 4.4, §5.2, §5.3), Zhang–Frei–Bartlett 2024 and von Oswald et al. 2023.
 
 Each test states its tolerance. The trained ones are marked slow (they still run in .ci/run).
 """
@@ -17,7 +17,7 @@ D_, N_ = 10, 20
 
 
 def one_layer_eta(noise_mean_sigma2: float, d: int = D_, n: int = N_) -> float:
-    """PAPER.md §3 (one layer): η = 1/(n + d + 1 + E[σ²])."""
+    """One layer (derived from the model and task of README, Conventions): η = 1/(n + d + 1 + E[σ²])."""
     return 1.0 / (n + d + 1 + noise_mean_sigma2)
 
 
@@ -44,7 +44,7 @@ def test_one_layer_full_recovers_implicit_w(noise, mean_s2, tmp_path):
 
 
 def zfb_gamma(cov: torch.Tensor, n: int, sigma2: float) -> torch.Tensor:
-    """Zhang–Frei–Bartlett: Γ = (1 + 1/n) Λ + ((tr Λ + σ²)/n) I (PAPER.md §3, σ² term derived)."""
+    """Zhang–Frei–Bartlett: Γ = (1 + 1/n) Λ + ((tr Λ + σ²)/n) I (Zhang, Frei & Bartlett 2024; the σ² term derived here)."""
     d = cov.shape[0]
     return (1 + 1 / n) * cov + (torch.trace(cov) + sigma2) / n * torch.eye(d, dtype=cov.dtype)
 
@@ -117,7 +117,7 @@ def test_zfb_covariate_shift_brittleness_grows(zfb_model):
 
 
 def test_gd_construction_float64_exact():
-    """L hand-built layers = L GD steps on ½Σ(y − ⟨w, x⟩)² to 1e-10 (PAPER.md §3)."""
+    """L hand-built layers = L GD steps on ½Σ(y − ⟨w, x⟩)² to 1e-10 (von Oswald et al. 2023)."""
     d, n, L, eta = 6, 30, 5, 0.02
     batch = small_batch(batch=32, d=d, n=n, noise="uniform:1", seed=4)
     w = torch.zeros(32, d, dtype=torch.float64)
@@ -169,7 +169,7 @@ def test_gdpp_is_second_order():
 
 
 def test_omega_yy_rescaling_is_ridge_like():
-    """PAPER.md §5.2: a layer with only ω_yy < 0 scales every y by (1 + ω_yy λ); noisier → more shrinkage.
+    """Vladymyrov et al. 2024, §5.2: a layer with only ω_yy < 0 scales every y by (1 + ω_yy λ); noisier → more shrinkage.
 
     Theorem 5.2's 2-layer model (ω_yx then ω_yy), with (1 + nσ²ω_yy) ω_yx = −1/(1+σ²) solved for two σ,
     approaches ridge as n grows with x ~ N(0, I/n)."""
@@ -202,7 +202,7 @@ def test_omega_yy_rescaling_is_ridge_like():
 
 
 def test_omega_xy_step_shrinks_with_noise():
-    """PAPER.md §5.3: layer 1 only ω_xy, layer 2 only ω_yx acts as one GD step with effective step
+    """Vladymyrov et al. 2024, §5.3: layer 1 only ω_xy, layer 2 only ω_yx acts as one GD step with effective step
     −ω_yx (1 + ω_xy Σ_i r_i²); with ω_xy, ω_yx < 0 the step shrinks as the noise grows."""
     d, n, omega_xy, omega_yx = 4, 30, -2e-3, -0.02
     model = LinearTransformer.from_omegas(

@@ -23,7 +23,7 @@ MAX_SIGMAS = 1_000
 
 def add(sub) -> None:
     p = sub.add_parser("eval", help="adjusted evaluation loss of models and baselines", description=(
-        "Adjusted evaluation loss (½·MSE minus the oracle ridge's ½·MSE on the same sequences, PAPER.md §6) of "
+        "Adjusted evaluation loss (½·MSE minus the oracle ridge's ½·MSE on the same sequences, README, Conventions: adjusted loss) of "
         "each model next to OLS, ConstRR, AdaRR, TunedRR, GD-k and the Bayes floor, with the paper's Table 1 value "
         "where one exists. MODEL is a checkpoint file or a run directory (its last checkpoint)."))
     p.add_argument("models", nargs="*", type=existing_path, metavar="MODEL", help="checkpoint files or run directories")

@@ -1,4 +1,4 @@
-"""Probes of trained linear transformers (PAPER.md §3): the implicit per-layer model of Theorem 4.1,
+"""Probes of trained linear transformers (Vladymyrov et al. 2024, §4): the implicit per-layer model of Theorem 4.1,
 its comparison with known solvers, the paper's algebraic forms (DIAG ω's, Lemma 4.4, FULL fits),
 the weight-space DIAG projection, the functional DIAG ablation, and GD++ versus ConstRR."""
 

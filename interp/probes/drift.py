@@ -1,4 +1,4 @@
-"""Drift of a FULL model toward (or away from) the DIAG structure along a training trajectory (PAPER.md §9).
+"""Drift of a FULL model toward (or away from) the DIAG structure along a training trajectory (Vladymyrov et al. 2024, Figures 1–7).
 
 Per checkpoint and layer l (shapes: L layers, H heads, D = d + 1):
 - weight-space metrics, from the layer operator K = Σ_k P_k ⊗ Q_k and its DIAG projection

@@ -285,7 +285,7 @@ def diag_ablation(model: LinearTransformer, data: EvalSet, omega: Tensor | None 
 def const_ridge_fit(ctx: SpectralContext, pred: Float[Tensor, "L1 batch"], target: Tensor | None = None,
                     lo: float = 1e-4, hi: float = 1e4) -> dict[str, Tensor]:
     """Per layer, the constant λ whose ridge predictions ⟨w_λ, x_t⟩ are nearest (mean squared) to the
-    model's ŷ^l; with `target`, also the loss-optimal constant λ (ConstRR of PAPER.md §5)."""
+    model's ŷ^l; with `target`, also the loss-optimal constant λ (ConstRR of Vladymyrov et al. 2024, Table 1)."""
     import math
 
     def ridge_pred(t: Tensor) -> Tensor:  # t [G] -> [G, batch]

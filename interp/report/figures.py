@@ -4,7 +4,7 @@
 that returns a Panel (figure, title, what to look for): it applies the theme and, where the function
 returns a Note instead, shows that note. Captions sit beside the code that draws them.
 
-The paper's views (PAPER.md §9): loss vs layers, per-σ profiles,
+The paper's views (Vladymyrov et al. 2024, Figures 1–7): loss vs layers, per-σ profiles,
 P^l / Q^l heatmaps, prediction after K layers. interp's own: ω per layer, implicit w^l against solvers,
 momentum ‖u^l‖, implied ridge λ, rescaling and effective step, FULL-to-DIAG fits, training and drift curves.
 """
@@ -351,7 +351,7 @@ def heatmaps(data: ReportData) -> go.Figure:
 
 @view("after-k-layers", "Prediction after K layers", height=lambda data: 330 * _grid(len(_deep(data)))[0] + 40,
       after=lambda fig, data: fig.update_layout(margin=dict(r=50)), caption=(
-          "The prediction −y of the query read after K of L layers (PAPER.md §1), per evaluation σ, light (K = 1) "
+          "The prediction −y of the query read after K of L layers (README, Conventions), per evaluation σ, light (K = 1) "
           "to dark (K = L). Each layer should lower the curve everywhere; where an intermediate curve sits below the "
           "final one the model trades accuracy at that σ for accuracy elsewhere (the paper's Figures 5 and 7)."))
 def after_k_layers(data: ReportData) -> "go.Figure | Note":
@@ -390,7 +390,7 @@ OMEGA_LABELS = ["ω<sub>xx</sub>", "ω<sub>xy</sub>", "ω<sub>yx</sub>", "ω<sub
 
 
 @view("omegas", "ω per layer", height=430, caption=(
-    "The four products ω_xx = Σp_x q_x, ω_xy, ω_yx, ω_yy of each layer (PAPER.md §2): read from the weights for "
+    "The four products ω_xx = Σp_x q_x, ω_xy, ω_yx, ω_yy of each layer (Vladymyrov et al. 2024, DIAG; README, Conventions): read from the weights for "
     "DIAG and GD++, from the nearest DIAG operator (orthogonal projection) for FULL. ω_yx < 0 is a gradient step "
     "on y, ω_xx < 0 preconditions x, ω_xy ≠ 0 builds the momentum buffer u, ω_yy < 0 shrinks the prediction more "
     "for noisier sequences (§5.2). GD++ has ω_xy = ω_yy = 0 by construction."))
@@ -535,7 +535,7 @@ def full_fits(data: ReportData) -> "go.Figure | Note":
     "The training objective (½·MSE on fresh batches, not adjusted) logged during training, as a running median over 7 "
     "log points (deep models see rare batches with enormous loss; hover shows the logged value; the axis starts "
     "clipped above the spikes, the autoscale button shows them). Plateaus followed by sudden drops are typical of "
-    "deep unnormalised models (PAPER.md §7); a curve still falling at the end means more steps would help."))
+    "deep unnormalised models (Vladymyrov et al. 2024, training setup); a curve still falling at the end means more steps would help."))
 def training_curves(data: ReportData) -> "go.Figure | Note":
     fig = _subplots()
     for e in data.entries:
