@@ -105,7 +105,7 @@ def sigma_nodes(prior: "str | NoisePrior", nodes: int = 16, panels: int = 4) -> 
     smax = prior.values[0]
     if smax == 0:
         return np.zeros(1), np.ones(1)
-    edges = [0.0] + [smax * 4.0 ** -k for k in range(panels - 1, -1, -1)]
+    edges = [0.0] + [smax * 4.0**-k for k in range(panels - 1, -1, -1)]
     x, w = np.polynomial.legendre.leggauss(nodes)
     pts, wts = [], []
     for lo, hi in zip(edges[:-1], edges[1:]):

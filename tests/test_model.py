@@ -129,7 +129,8 @@ def test_hook_intervention_changes_output():
     with torch.no_grad():
         clean = model(batch.tokens)
         ablated = model.run_with_hooks(
-            batch.tokens, fwd_hooks=[("blocks.1.hook_attn_out", lambda act, hook: torch.zeros_like(act))])
+            batch.tokens, fwd_hooks=[("blocks.1.hook_attn_out", lambda act, hook: torch.zeros_like(act))]
+        )
         one_layer = model.predict_per_layer(batch.tokens)[1]
     assert not torch.allclose(clean, ablated)
     torch.testing.assert_close(ablated, one_layer)  # zeroing the last layer leaves the 1-layer prediction

@@ -15,14 +15,26 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from report_fixtures import quick_report
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = next((b for b in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable") if shutil.which(b)), None)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-extensions", "--hide-scrollbars", "--mute-audio"]
+CHROMIUM = next(
+    (b for b in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable") if shutil.which(b)), None
+)
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--hide-scrollbars",
+    "--mute-audio",
+]
 
 # Installed before any other script: records uncaught errors and console.error calls.
 CAPTURE = """<script>window.__errors = [];
@@ -42,15 +54,19 @@ VERDICT = """<script>window.addEventListener('load', function () { setTimeout(fu
   document.body.appendChild(pre); }, 1000); });
 </script>"""
 
-requires_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary on PATH (install the Debian "
-                                       "'chromium' package: apt-get install -y chromium; .ci/run does this)")
+requires_chromium = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no Chromium binary on PATH (install the Debian "
+    "'chromium' package: apt-get install -y chromium; .ci/run does this)",
+)
 
 
 def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
     profile = tmp / "chromium-profile"
     profile.mkdir(exist_ok=True)
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +80,15 @@ def _verdict(root: Path, page: str, name: str = "probe.html") -> tuple[dict, sub
     """Open a copy of `page` with the error capture and the drawn-figure check; return the verdict."""
     probe = root / name
     probe.write_text(page.replace("<head>", "<head>" + CAPTURE, 1).replace("</body>", VERDICT + "</body>", 1))
-    res = _chromium(root, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=30000", "--window-size=1400,1000",
-                    "--dump-dom", probe.as_uri())
+    res = _chromium(
+        root,
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=30000",
+        "--window-size=1400,1000",
+        "--dump-dom",
+        probe.as_uri(),
+    )
     found = re.search(r'<pre id="verdict">(.*?)</pre>', res.stdout, re.S)
     assert found, f"no verdict in the DOM (chromium rc {res.returncode}): {res.stderr[-2000:]}"
     return json.loads(html_lib.unescape(found.group(1))), res
@@ -101,7 +124,9 @@ def test_screenshot(report):
     root, path = report
     shot = Path(os.environ.get("INTERP_REPORT_SCREENSHOT", root / "report.png"))
     shot.parent.mkdir(parents=True, exist_ok=True)
-    res = _chromium(root, "--virtual-time-budget=30000", "--window-size=1400,2400", f"--screenshot={shot}", path.as_uri())
+    res = _chromium(
+        root, "--virtual-time-budget=30000", "--window-size=1400,2400", f"--screenshot={shot}", path.as_uri()
+    )
     assert shot.is_file(), res.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
