@@ -54,7 +54,8 @@ def main() -> None:
         paths = [str(p) for p in runs] + args.extra
         big, _ = run([*paths, "-o", "/tmp/bench_report_extra.html", "--no-cache"])
         extra_rows = [
-            f"| no cache, {len(paths)} models: the zoo and {', '.join(Path(p).name for p in args.extra)} | {big:.1f} s |"
+            f"| no cache, {len(paths)} models: the zoo and {', '.join(Path(p).name for p in args.extra)} "
+            f"| {big:.1f} s |"
         ]
     size = (ROOT / args.html).stat().st_size / 1e6
     lines = [

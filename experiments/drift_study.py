@@ -218,7 +218,8 @@ def print_tables(study: dict) -> None:
             top = max(blocks, key=blocks.get)
             print(
                 f"| {name} | {l + 1} | {fmt(r['share_outside'][l], '.3f')} | {fmt(r['r2_diag'][l], '.3f')} | "
-                f"{fmt(r['r2_equivariant'][l], '.3f')} | {fmt(r['x_block_dev_P'][l], '.2f')} | {fmt(r['x_block_dev_Q'][l], '.2f')} | "
+                f"{fmt(r['r2_equivariant'][l], '.3f')} | {fmt(r['x_block_dev_P'][l], '.2f')} | "
+                f"{fmt(r['x_block_dev_Q'][l], '.2f')} | "
                 f"{fmt(r['remainder_effective_rank'][l], '.1f')} | {fmt(r['remainder_top1_share'][l], '.2f')} | "
                 f"{top} {blocks[top]:.2f} | {fmt(r['write_share'][l], '.2f')} | {fmt(r['gap_per_layer'][l], '+.3f')} |"
             )
@@ -273,7 +274,8 @@ def print_tables(study: dict) -> None:
         d = fl.get("diag", {})
         fd = fl.get("full_minus_diag", {})
         print(
-            f"| {name} | {fl['full']['mean']:.4f} ± {fl['full']['stderr']:.4f} | {fl['full_diag_projection']['mean']:.4f} | {fl['full_no_register']['mean']:.4f} | "
+            f"| {name} | {fl['full']['mean']:.4f} ± {fl['full']['stderr']:.4f} | "
+            f"{fl['full_diag_projection']['mean']:.4f} | {fl['full_no_register']['mean']:.4f} | "
             f"{fl['full_no_writes']['mean']:.4f} | "
             f"{fmt(d.get('mean'), '.4f')} | {fmt(fd.get('mean'), '+.4f')} ± {fmt(fd.get('stderr'), '.4f')} |"
         )

@@ -44,7 +44,8 @@ def main() -> int:
         command = (run / "COMMAND").read_text().strip() if (run / "COMMAND").exists() else "(training)"
         if not done:
             rows.append(
-                f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} (running) | | | | `{command}` |"
+                f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} (running) | "
+                f"| | | `{command}` |"
             )
             continue
         data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=args.n_seq, seed=args.seed)
@@ -75,9 +76,9 @@ def main() -> int:
             "# Model zoo",
             "",
             "Trained with `interp train` (fast preset: Adam, batch 2048, 2000×L steps, one-cycle lr, clip 1.0; "
-            f"one CPU thread). Each directory holds `{Run.CONFIG_FILE}`, `COMMAND`, `{Run.METRICS_FILE}`, the geometric "
-            f"trajectory `{Run.CKPT_DIR}/step_*.safetensors` and `{Run.RESUME_FILE}`. `drift/` holds the extra "
-            "FULL seeds and the DIAG-started run of the drift study.",
+            f"one CPU thread). Each directory holds `{Run.CONFIG_FILE}`, `COMMAND`, `{Run.METRICS_FILE}`, the "
+            f"geometric trajectory `{Run.CKPT_DIR}/step_*.safetensors` and `{Run.RESUME_FILE}`. `drift/` holds the "
+            "extra FULL seeds and the DIAG-started run of the drift study.",
             "",
             f"Adjusted loss: ½·MSE minus the oracle ridge's, {args.n_seq:,} sequences of the training prior, "
             f"evaluation seed {args.seed}, ± one standard error; paper: Table 1 (best of 5 seeds, 200 000 steps). "

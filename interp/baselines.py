@@ -25,7 +25,8 @@ from interp.tasks import NoisePrior, TaskBatch, as_prior
 
 
 def ridge_weights(batch: TaskBatch, lam: Float[Tensor, "batch"] | float) -> Float[Tensor, "batch d"]:
-    """ŵ = (Σ + λ I)^{-1} α with Σ = Σ_i x_i x_iᵀ, α = Σ_i y_i x_i (Vladymyrov et al. 2024, Table 1 baselines), float64."""
+    """ŵ = (Σ + λ I)^{-1} α with Σ = Σ_i x_i x_iᵀ, α = Σ_i y_i x_i (Vladymyrov et al. 2024, Table 1 baselines),
+    float64."""
     x, y = batch.x.double(), batch.y.double()
     sigma = x.transpose(1, 2) @ x
     alpha = (x * y[..., None]).sum(1)
@@ -71,7 +72,8 @@ class AdaRR:
 
 @dataclass(frozen=True)
 class TunedRR:
-    """Ridge with λ = mult · min(σ̂², clip), both tuned per prior (Vladymyrov et al. 2024, Table 1 baselines; clip = inf for none)."""
+    """Ridge with λ = mult · min(σ̂², clip), both tuned per prior (Vladymyrov et al. 2024, Table 1 baselines; clip =
+    inf for none)."""
 
     mult: float
     clip: float = math.inf

@@ -141,7 +141,8 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """How a model is trained (Vladymyrov et al. 2024, training setup). `preset` fills lr / steps / schedule when left at None."""
+    """How a model is trained (Vladymyrov et al. 2024, training setup). `preset` fills lr / steps / schedule when
+    left at None."""
 
     model: ModelConfig = ModelConfig()
     noise: str = "uniform:5"

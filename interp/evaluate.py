@@ -1,4 +1,5 @@
-"""Adjusted evaluation loss (README, Conventions: adjusted loss): ½·MSE minus the oracle ridge's ½·MSE on the same sequences.
+"""Adjusted evaluation loss (README, Conventions: adjusted loss): ½·MSE minus the oracle ridge's ½·MSE on the same
+sequences.
 
 Models and baselines share one call shape, a Predictor: TaskBatch -> ŷ [..., batch]. Which sequences
 is an EvalSet (interp.evalset); `adjusted_losses` is the one place the adjusted loss is computed, per

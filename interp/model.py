@@ -28,7 +28,8 @@ from interp.config import ModelConfig
 
 @dataclass
 class Omegas:
-    """The four products of a DIAG layer (Vladymyrov et al. 2024, DIAG; README, Conventions), each [L]: ω_xx = Σ_k p_x q_x, ..."""
+    """The four products of a DIAG layer (Vladymyrov et al. 2024, DIAG; README, Conventions), each [L]: ω_xx = Σ_k
+    p_x q_x, ..."""
 
     omega_xx: Tensor
     omega_xy: Tensor
@@ -194,7 +195,8 @@ class LinearTransformer(HookedRootModule):
             self.cfg = cfg
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
-        """Small Gaussian init, std = init_scale / n_layers (Vladymyrov et al. 2024 give no init; ~1e-3 keeps deep models stable)."""
+        """Small Gaussian init, std = init_scale / n_layers (Vladymyrov et al. 2024 give no init; ~1e-3 keeps deep
+        models stable)."""
         std = self.cfg.init_scale / self.cfg.n_layers
         with torch.no_grad():
             for p in self.parameters():
@@ -359,7 +361,8 @@ class LinearTransformer(HookedRootModule):
         return torch.stack([b.attn.matrices()[1] for b in self.blocks])
 
     def omegas(self) -> Omegas:
-        """ω_xx, ω_xy, ω_yx, ω_yy per layer (Vladymyrov et al. 2024, DIAG; README, Conventions), for DIAG and GD++ models."""
+        """ω_xx, ω_xy, ω_yx, ω_yy per layer (Vladymyrov et al. 2024, DIAG; README, Conventions), for DIAG and GD++
+        models."""
         if self.cfg.param == "full":
             raise ValueError("omegas() is defined for diag and gdpp models; fit a FULL model with interp.probes")
         p_x, p_y, q_x, q_y = (torch.stack(t) for t in zip(*(b.attn.diag_params() for b in self.blocks)))

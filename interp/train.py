@@ -1,4 +1,5 @@
-"""Trainer: Adam on fresh data each step, geometric checkpoint trajectory, exact resume (Vladymyrov et al. 2024, training setup)."""
+"""Trainer: Adam on fresh data each step, geometric checkpoint trajectory, exact resume (Vladymyrov et al. 2024,
+training setup)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tuning the baselines' free parameters per noise prior (Vladymyrov et al. 2024, Table 1 baselines), on sequences disjoint from evaluation.
+"""Tuning the baselines' free parameters per noise prior (Vladymyrov et al. 2024, Table 1 baselines), on sequences
+disjoint from evaluation.
 
 ConstRR's λ, TunedRR's (multiplier, clip) and GD-k's step η minimise the ½·MSE on TUNE_SEQ sequences
 drawn with TUNE_SEED (evaluation uses seed 0 by default, training streams use seed + 1): a coarse grid,
@@ -203,7 +204,8 @@ def tuned(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,)) ->
 
 
 def baselines(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,), names=None) -> dict[str, Callable]:
-    """Named predictors for a prior: ols, constrr, adarr, tunedrr, gd{k}, bayes (Vladymyrov et al. 2024, Table 1 baselines).
+    """Named predictors for a prior: ols, constrr, adarr, tunedrr, gd{k}, bayes (Vladymyrov et al. 2024, Table 1
+    baselines).
 
     `names` selects (and orders) a subset; AdaRR and TunedRR need n > d and are left out otherwise.
     """

@@ -18,7 +18,8 @@ RUNS = {
 
 
 def make_runs(root: Path) -> list[Path]:
-    """Run directories (GD++ 1 layer, DIAG 1 layer, FULL 2 layers on uniform:1, DIAG 1 layer on {1,3}), 40 steps, batch 256."""
+    """Run directories (GD++ 1 layer, DIAG 1 layer, FULL 2 layers on uniform:1, DIAG 1 layer on {1,3}), 40 steps,
+    batch 256."""
     out = []
     for name, (param, layers, noise) in RUNS.items():
         run = root / name

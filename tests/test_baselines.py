@@ -1,4 +1,5 @@
-"""Baselines of Vladymyrov et al. 2024, Table 1 baselines against direct numpy solves, exactness, and the Bayes floor."""
+"""Baselines of Vladymyrov et al. 2024, Table 1 baselines against direct numpy solves, exactness, and the Bayes
+floor."""
 
 import math
 

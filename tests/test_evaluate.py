@@ -1,4 +1,5 @@
-"""Adjusted loss (README, Conventions: adjusted loss): determinism, chunking, profiles, per-layer curves, and a trained 1-layer model."""
+"""Adjusted loss (README, Conventions: adjusted loss): determinism, chunking, profiles, per-layer curves, and a
+trained 1-layer model."""
 
 import pytest
 import torch

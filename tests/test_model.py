@@ -41,7 +41,8 @@ def test_forward_matches_per_token_loop_full_multihead():
 
 @pytest.mark.parametrize("param", ["diag", "gdpp"])
 def test_diag_and_gdpp_match_closed_form_update(param):
-    """x_i ← x_i + ω_xx Σ x_i + ω_xy y_i α, y_i ← y_i + ω_yx ⟨α, x_i⟩ + ω_yy λ y_i (Vladymyrov et al. 2024, DIAG; README, Conventions)."""
+    """x_i ← x_i + ω_xx Σ x_i + ω_xy y_i α, y_i ← y_i + ω_yx ⟨α, x_i⟩ + ω_yy λ y_i (Vladymyrov et al. 2024, DIAG;
+    README, Conventions)."""
     d = 4
     model = random_diag(d=d, n_layers=2, n_heads=3, param=param, scale=0.15)
     batch = small_batch(batch=5, d=d, n=7)

@@ -56,7 +56,7 @@ def test_equivariant_fit_recovers_planted_coefficients():
     D = d + 1
     c = torch.tensor([0.03, -0.02, 0.01, -0.05, 0.04, -0.015, 0.025], dtype=torch.float64)
     e = torch.eye(D, dtype=torch.float64)
-    ex, ey = e[:, :d] @ e[:d], e[d:].T @ e[d:]  # projectors on x and y coordinates
+    ex = e[:, :d] @ e[:d]  # projector on the x coordinates
     ed = e[d]
     K = (
         c[0] * torch.einsum("ia,jb->ijab", ex, ex)  # A = c1 Σ

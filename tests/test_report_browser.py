@@ -41,12 +41,14 @@ CAPTURE = """<script>window.__errors = [];
 window.addEventListener('error', function (e) { window.__errors.push('error: ' + e.message); });
 window.addEventListener('unhandledrejection', function (e) { window.__errors.push('rejection: ' + e.reason); });
 (function () { var ce = console.error; console.error = function () {
-  window.__errors.push('console.error: ' + Array.prototype.join.call(arguments, ' ')); ce.apply(console, arguments); }; })();
+  window.__errors.push('console.error: ' + Array.prototype.join.call(arguments, ' '));
+  ce.apply(console, arguments); }; })();
 </script>"""
 # After load: does every figure container hold a drawn plot? The verdict goes into the DOM for --dump-dom.
 VERDICT = """<script>window.addEventListener('load', function () { setTimeout(function () {
   var divs = Array.prototype.slice.call(document.querySelectorAll('.plotly-graph-div'));
-  var drawn = divs.filter(function (d) { return d.querySelector('svg.main-svg') && d._fullData && d._fullData.length > 0; });
+  var drawn = divs.filter(function (d) {
+    return d.querySelector('svg.main-svg') && d._fullData && d._fullData.length > 0; });
   var v = {figures: divs.length, drawn: drawn.map(function (d) { return d.id; }),
            missing: divs.filter(function (d) { return drawn.indexOf(d) < 0; }).map(function (d) { return d.id; }),
            errors: window.__errors};

@@ -50,7 +50,8 @@ def test_training_learns_and_logs(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "run" / Run.METRICS_FILE).read_text().splitlines()]
     assert [x["step"] for x in lines] == list(range(10, 301, 10))
     assert lines[-1]["loss"] < 0.5 * lines[0]["loss"]
-    # a trained one-layer DIAG model is a GD step with ω_yx ≈ −1/(n+d+1+E[σ²]) (the one-layer optimum, derived in tests/test_validation.py), up to noise
+    # a trained one-layer DIAG model is a GD step with ω_yx ≈ −1/(n+d+1+E[σ²]) (the one-layer optimum, derived in
+    # tests/test_validation.py), up to noise
     omega_yx = result.model.omegas().omega_yx.item()
     assert omega_yx == pytest.approx(-1 / (8 + 3 + 1 + 1 / 3), rel=0.25)
     steps = [s for s, _ in ck.list_checkpoints(tmp_path / "run")]

@@ -1,4 +1,5 @@
-"""Validation suite: trained and hand-built models recover the closed forms of Vladymyrov et al. 2024 (Theorem 4.1, Lemma 4.4, §5.2, §5.3), Zhang–Frei–Bartlett 2024 and von Oswald et al. 2023.
+"""Validation suite: trained and hand-built models recover the closed forms of Vladymyrov et al. 2024 (Theorem 4.1,
+Lemma 4.4, §5.2, §5.3), Zhang–Frei–Bartlett 2024 and von Oswald et al. 2023.
 
 Each test states its tolerance. The trained ones are marked slow (they still run in .ci/run).
 """
@@ -44,7 +45,8 @@ def test_one_layer_full_recovers_implicit_w(noise, mean_s2, tmp_path):
 
 
 def zfb_gamma(cov: torch.Tensor, n: int, sigma2: float) -> torch.Tensor:
-    """Zhang–Frei–Bartlett: Γ = (1 + 1/n) Λ + ((tr Λ + σ²)/n) I (Zhang, Frei & Bartlett 2024; the σ² term derived here)."""
+    """Zhang–Frei–Bartlett: Γ = (1 + 1/n) Λ + ((tr Λ + σ²)/n) I (Zhang, Frei & Bartlett 2024; the σ² term derived
+    here)."""
     d = cov.shape[0]
     return (1 + 1 / n) * cov + (torch.trace(cov) + sigma2) / n * torch.eye(d, dtype=cov.dtype)
 
@@ -177,7 +179,8 @@ def test_gdpp_is_second_order():
 
 
 def test_omega_yy_rescaling_is_ridge_like():
-    """Vladymyrov et al. 2024, §5.2: a layer with only ω_yy < 0 scales every y by (1 + ω_yy λ); noisier → more shrinkage.
+    """Vladymyrov et al. 2024, §5.2: a layer with only ω_yy < 0 scales every y by (1 + ω_yy λ); noisier → more
+    shrinkage.
 
     Theorem 5.2's 2-layer model (ω_yx then ω_yy), with (1 + nσ²ω_yy) ω_yx = −1/(1+σ²) solved for two σ,
     approaches ridge as n grows with x ~ N(0, I/n)."""

@@ -165,6 +165,7 @@ def print_table(doc: dict) -> None:
         f = r.functional
         print(
             f"step {r.step}: adjusted loss {f.loss:.4f} ± {_f(f.loss_stderr, '.1e')}; DIAG projection "
-            f"{f.loss_diag_projection:.4f} (gap {f.gap_diag_projection:+.2e} ± {_f(f.gap_diag_projection_stderr, '.1e')}); "
+            f"{f.loss_diag_projection:.4f} (gap {f.gap_diag_projection:+.2e} ± "
+            f"{_f(f.gap_diag_projection_stderr, '.1e')}); "
             f"DIAG fit {f.loss_diag_fit:.4f}"
         )

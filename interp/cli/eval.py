@@ -26,7 +26,8 @@ def add(sub) -> None:
         "eval",
         help="adjusted evaluation loss of models and baselines",
         description=(
-            "Adjusted evaluation loss (½·MSE minus the oracle ridge's ½·MSE on the same sequences, README, Conventions: adjusted loss) of "
+            "Adjusted evaluation loss (½·MSE minus the oracle ridge's ½·MSE on the same sequences, "
+            "README, Conventions: adjusted loss) of "
             "each model next to OLS, ConstRR, AdaRR, TunedRR, GD-k and the Bayes floor, with the paper's Table 1 value "
             "where one exists. MODEL is a checkpoint file or a run directory (its last checkpoint)."
         ),

@@ -14,9 +14,10 @@ def add(sub) -> None:
         "report",
         help="write an interactive HTML report (default: the shipped zoo)",
         description=(
-            "Evaluates and probes every model and writes one self-contained HTML file (opens offline): the paper's views "
-            "(loss vs layers, per-σ profiles, P/Q heatmaps, prediction after K layers) and interp's probes (ω's, implicit "
-            "w against solvers, momentum, implied λ, rescaling and step, FULL-to-DIAG fits, training and drift curves). "
+            "Evaluates and probes every model and writes one self-contained HTML file (opens offline): the paper's "
+            "views (loss vs layers, per-σ profiles, P/Q heatmaps, prediction after K layers) and interp's probes "
+            "(ω's, implicit w against solvers, momentum, implied λ, rescaling and step, FULL-to-DIAG fits, training "
+            "and drift curves). "
             "Results are cached per checkpoint in <run>/report_cache.json."
         ),
     )

@@ -1,4 +1,5 @@
-"""Drift of a FULL model toward (or away from) the DIAG structure along a training trajectory (Vladymyrov et al. 2024, Figures 1–7).
+"""Drift of a FULL model toward (or away from) the DIAG structure along a training trajectory (Vladymyrov et al.
+2024, Figures 1–7).
 
 Per checkpoint and layer l (shapes: L layers, H heads, D = d + 1):
 - weight-space metrics, from the layer operator K = Σ_k P_k ⊗ Q_k and its DIAG projection
@@ -10,8 +11,8 @@ Per checkpoint and layer l (shapes: L layers, H heads, D = d + 1):
   P_k, Q_k minus their nearest diag(a I_d, b) (`*_per_head` too), and the rank-one "register" a layer
   writes into one x-direction and a later layer reads back (register_directions);
 - function-space metrics, from fresh sequences: R² of the DIAG and equivariant fits of every layer
-  map on the checkpoint's own statistics S^l (forms.fit_layer_maps; uncentered, see fit_r2), and the adjusted loss of the
-  model, of its DIAG projection (every layer replaced by its ω's) and of each layer alone replaced;
+  map on the checkpoint's own statistics S^l (forms.fit_layer_maps; uncentered, see fit_r2), and the adjusted loss
+  of the model, of its DIAG projection (every layer replaced by its ω's) and of each layer alone replaced;
   their difference is the functional gap.
 
 Every metric is invariant to P_k → c P_k, Q_k → Q_k / c, to permuting heads, and to one rotation

@@ -236,8 +236,8 @@ def _model_markers(fig, data: ReportData, prior: str, arch: str, col: int, shown
                     [e.label, r.loss.mean, r.loss.stderr, paper_value(arch, prior, e.n_layers), e.step]
                     for e, r in zip(group, rec)
                 ],
-                hovertemplate="%{customdata[0]}<br>L = %{x}<br>adjusted loss %{customdata[1]:.5g} ± %{customdata[2]:.2g}"
-                "<br>paper %{customdata[3]:.4g}<br>step %{customdata[4]}<extra></extra>",
+                hovertemplate="%{customdata[0]}<br>L = %{x}<br>adjusted loss %{customdata[1]:.5g}"
+                " ± %{customdata[2]:.2g}<br>paper %{customdata[3]:.4g}<br>step %{customdata[4]}<extra></extra>",
             ),
             row=1,
             col=col,
@@ -264,7 +264,8 @@ def _paper_markers(fig, prior: str, arch: str, col: int, shown: set) -> set:
             marker=dict(size=8, symbol="circle-open", color=colour),
             line=dict(color=colour, width=1, dash="dot"),
             opacity=0.75,
-            hovertemplate=f"{ARCH_NAME[arch]} (paper, Table 1)<br>L = %{{x}}<br>adjusted loss %{{y:.4g}}<extra></extra>",
+            hovertemplate=f"{ARCH_NAME[arch]} (paper, Table 1)<br>L = %{{x}}<br>adjusted loss %{{y:.4g}}"
+            "<extra></extra>",
         ),
         row=1,
         col=col,
@@ -445,7 +446,8 @@ def heatmaps(data: ReportData) -> go.Figure:
                         visible=m == 0,
                         showscale=(row_i == 1 and l == 0),
                         colorbar=dict(title=dict(text="entry"), thickness=14, len=0.9),
-                        hovertemplate=f"{e.label}<br>{name}<sup>{l + 1}</sup>[%{{y}}, %{{x}}] = %{{z:.5g}}<extra></extra>",
+                        hovertemplate=f"{e.label}<br>{name}<sup>{l + 1}</sup>[%{{y}}, %{{x}}] = %{{z:.5g}}"
+                        "<extra></extra>",
                     ),
                     row=row_i,
                     col=l + 1,
@@ -472,9 +474,9 @@ def heatmaps(data: ReportData) -> go.Figure:
     height=lambda data: 330 * _grid(len(_deep(data)))[0] + 40,
     after=lambda fig, data: fig.update_layout(margin=dict(r=50)),
     caption=(
-        "The prediction −y of the query read after K of L layers (README, Conventions), per evaluation σ, light (K = 1) "
-        "to dark (K = L). Each layer should lower the curve everywhere; where an intermediate curve sits below the "
-        "final one the model trades accuracy at that σ for accuracy elsewhere (the paper's Figures 5 and 7)."
+        "The prediction −y of the query read after K of L layers (README, Conventions), per evaluation σ, light "
+        "(K = 1) to dark (K = L). Each layer should lower the curve everywhere; where an intermediate curve sits "
+        "below the final one the model trades accuracy at that σ for accuracy elsewhere (the paper's Figures 5 and 7)."
     ),
 )
 def after_k_layers(data: ReportData) -> "go.Figure | Note":
@@ -541,7 +543,8 @@ OMEGA_LABELS = ["ω<sub>xx</sub>", "ω<sub>xy</sub>", "ω<sub>yx</sub>", "ω<sub
     "ω per layer",
     height=430,
     caption=(
-        "The four products ω_xx = Σp_x q_x, ω_xy, ω_yx, ω_yy of each layer (Vladymyrov et al. 2024, DIAG; README, Conventions): read from the weights for "
+        "The four products ω_xx = Σp_x q_x, ω_xy, ω_yx, ω_yy of each layer (Vladymyrov et al. 2024, DIAG; README, "
+        "Conventions): read from the weights for "
         "DIAG and GD++, from the nearest DIAG operator (orthogonal projection) for FULL. ω_yx < 0 is a gradient step "
         "on y, ω_xx < 0 preconditions x, ω_xy ≠ 0 builds the momentum buffer u, ω_yy < 0 shrinks the prediction more "
         "for noisier sequences (§5.2). GD++ has ω_xy = ω_yy = 0 by construction."
@@ -642,7 +645,8 @@ def implied_lambda(data: ReportData) -> go.Figure:
                 line=dict(color=_color(e, data), width=2),
                 marker=dict(size=7),
                 customdata=lam,
-                hovertemplate=f"{e.label}, last layer<br>σ ≈ %{{x:.3g}}<br>median implied λ %{{customdata:.5g}}<extra></extra>",
+                hovertemplate=f"{e.label}, last layer<br>σ ≈ %{{x:.3g}}<br>median implied λ %{{customdata:.5g}}"
+                "<extra></extra>",
             )
         )
     if sig_all:
@@ -683,9 +687,10 @@ def implied_lambda(data: ReportData) -> go.Figure:
     height=470,
     caption=(
         "Per layer (layer 1 dotted, 2 dashed, 3 dash-dot, the last solid), the median over sequences in each σ bin. "
-        "Left: the factor 1 + ω_yy λˡ by which layer l multiplies every label; below 1 and falling with σ is ridge-like "
-        "shrinkage. Right: the gradient step a layer takes, which shrinks for noisy sequences when ω_xy, ω_yx < 0 (early "
-        "stopping). Only the deepest models are shown at first; click legend entries to add others."
+        "Left: the factor 1 + ω_yy λˡ by which layer l multiplies every label; below 1 and falling with σ is "
+        "ridge-like shrinkage. Right: the gradient step a layer takes, which shrinks for noisy sequences when "
+        "ω_xy, ω_yx < 0 (early stopping). Only the deepest models are shown at first; click legend entries to add "
+        "others."
     ),
 )
 def rescaling_and_step(data: ReportData) -> go.Figure:
@@ -758,8 +763,8 @@ def full_fits(data: ReportData) -> "go.Figure | Note":
                 line=dict(color=colour, width=2),
                 marker=dict(size=8),
                 customdata=[[v, _fmt(d, "+.3g")] for v, d in zip(r2, delta)],
-                hovertemplate=f"{e.label}<br>layer %{{x}}<br>R² %{{customdata[0]:.5f}}<br>Δ adjusted loss if DIAG-projected "
-                "%{customdata[1]}<extra></extra>",
+                hovertemplate=f"{e.label}<br>layer %{{x}}<br>R² %{{customdata[0]:.5f}}"
+                "<br>Δ adjusted loss if DIAG-projected %{customdata[1]}<extra></extra>",
             ),
             row=1,
             col=1,
@@ -813,10 +818,11 @@ def full_fits(data: ReportData) -> "go.Figure | Note":
     "Training curves",
     height=400,
     caption=(
-        "The training objective (½·MSE on fresh batches, not adjusted) logged during training, as a running median over 7 "
-        "log points (deep models see rare batches with enormous loss; hover shows the logged value; the axis starts "
-        "clipped above the spikes, the autoscale button shows them). Plateaus followed by sudden drops are typical of "
-        "deep unnormalised models (Vladymyrov et al. 2024, training setup); a curve still falling at the end means more steps would help."
+        "The training objective (½·MSE on fresh batches, not adjusted) logged during training, as a running median "
+        "over 7 log points (deep models see rare batches with enormous loss; hover shows the logged value; the "
+        "axis starts clipped above the spikes, the autoscale button shows them). Plateaus followed by sudden drops "
+        "are typical of deep unnormalised models (Vladymyrov et al. 2024, training setup); a curve still falling at "
+        "the end means more steps would help."
     ),
 )
 def training_curves(data: ReportData) -> "go.Figure | Note":
@@ -843,7 +849,8 @@ def training_curves(data: ReportData) -> "go.Figure | Note":
         return Note("No run directory with metrics.jsonl among the models.")
     _axes(fig, "training step (log)", "training loss ½·MSE (log)", xlog=True, ylog=True)
     vals = sorted(v for t in fig.data for v in t.y if v is not None)
-    if vals:  # loss spikes of deep models (up to 1e18) would flatten everything else: start clipped at 10x the 90th percentile
+    # loss spikes of deep models (up to 1e18) would flatten everything else: start clipped at 10x the 90th percentile
+    if vals:
         fig.update_yaxes(range=[math.log10(vals[0]) - 0.1, math.log10(vals[int(0.9 * (len(vals) - 1))]) + 1])
     return fig
 
@@ -895,7 +902,8 @@ def drift(data: ReportData) -> "go.Figure | Note":
                         line=dict(color=colour, width=1.8, dash=layer_dash(l + 1, L)),
                         marker=dict(size=5),
                         customdata=vals,
-                        hovertemplate=f"{label}, layer {l + 1}<br>step %{{x}}<br>{key} %{{customdata:.5g}}<extra></extra>",
+                        hovertemplate=f"{label}, layer {l + 1}<br>step %{{x}}<br>{key} %{{customdata:.5g}}"
+                        "<extra></extra>",
                     ),
                     row=row,
                     col=col,
@@ -916,8 +924,8 @@ def drift(data: ReportData) -> "go.Figure | Note":
                     line=dict(color=colour, width=1.8, dash=dash),
                     marker=dict(size=5),
                     customdata=[[v, r.gap_diag_projection] for v, r in zip(vals, recs)],
-                    hovertemplate=f"{label} ({'model' if key == 'loss' else 'DIAG projection'})<br>step %{{x}}<br>adjusted loss "
-                    "%{customdata[0]:.5g}<br>gap %{customdata[1]:+.4g}<extra></extra>",
+                    hovertemplate=f"{label} ({'model' if key == 'loss' else 'DIAG projection'})"
+                    "<br>step %{x}<br>adjusted loss %{customdata[0]:.5g}<br>gap %{customdata[1]:+.4g}<extra></extra>",
                 ),
                 row=2,
                 col=1,

@@ -25,22 +25,27 @@ body { margin: 0; font-family: FONT; color: var(--ink); background: #f6f7f9; lin
 header { background: #fff; border-bottom: 1px solid var(--line); padding: 28px 48px 18px; }
 header h1 { margin: 0 0 4px; font-size: 26px; font-weight: 650; letter-spacing: -0.01em; }
 header p { margin: 2px 0; color: var(--muted); font-size: 14px; }
-main { display: grid; grid-template-columns: 250px minmax(0, 1fr); gap: 28px; padding: 24px 48px 60px; max-width: 1680px; }
+main { display: grid; grid-template-columns: 250px minmax(0, 1fr); gap: 28px;
+  padding: 24px 48px 60px; max-width: 1680px; }
 nav { position: sticky; top: 16px; align-self: start; font-size: 14px; }
 nav h2 { font-size: 12px; text-transform: uppercase; letter-spacing: 0.06em; color: var(--muted); margin: 14px 0 6px; }
 nav a { display: block; color: var(--ink); text-decoration: none; padding: 3px 8px; border-radius: 5px; }
 nav a:hover { background: #e9eef6; color: var(--accent); }
 section > h2 { font-size: 20px; margin: 30px 0 12px; padding-bottom: 6px; border-bottom: 2px solid var(--line); }
-.card { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 18px 22px 10px; margin: 0 0 22px; }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 10px;
+  padding: 18px 22px 10px; margin: 0 0 22px; }
 .card h3 { margin: 0 0 4px; font-size: 17px; font-weight: 620; }
 .card p.look { margin: 0 0 8px; color: var(--muted); font-size: 14px; max-width: 1100px; }
-.card p.note { margin: 8px 0 14px; padding: 10px 14px; background: #fff8e6; border-left: 4px solid #e0a800; font-size: 14px; }
+.card p.note { margin: 8px 0 14px; padding: 10px 14px; background: #fff8e6;
+  border-left: 4px solid #e0a800; font-size: 14px; }
 table.summary { border-collapse: collapse; font-size: 13.5px; width: 100%; font-variant-numeric: tabular-nums; }
-table.summary th, table.summary td { padding: 5px 10px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
+table.summary th, table.summary td { padding: 5px 10px; border-bottom: 1px solid var(--line);
+  text-align: right; white-space: nowrap; }
 table.summary th { background: #f1f3f6; font-weight: 600; position: sticky; top: 0; }
 table.summary td.l, table.summary th.l { text-align: left; }
 table.summary tr.base td { color: var(--muted); }
-.dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 6px; vertical-align: middle; }
+.dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%;
+  margin-right: 6px; vertical-align: middle; }
 .tag { font-size: 11px; padding: 1px 6px; border-radius: 8px; background: #fff1d6; color: #8a5a00; margin-left: 6px; }
 .good { color: #1d7a34; } .bad { color: #b3261e; }
 footer { color: var(--muted); font-size: 12.5px; padding: 0 48px 30px; }
@@ -129,7 +134,8 @@ def _summary_html(data: ReportData) -> str:
     s = data.settings
     out = [
         '<table class="summary"><thead><tr><th class="l">model</th><th class="l">what</th><th class="l">noise</th>'
-        "<th>step</th><th>adjusted loss</th><th>± s.e.</th><th>paper (Table 1)</th><th>ours / paper</th></tr></thead><tbody>"
+        "<th>step</th><th>adjusted loss</th><th>± s.e.</th><th>paper (Table 1)</th>"
+        "<th>ours / paper</th></tr></thead><tbody>"
     ]
     for r in summary_rows(data):
         colour = ARCH_COLOR.get(r["arch"]) or BASELINE_STYLE.get(r["arch"], ("", "#999"))[1]
@@ -142,8 +148,9 @@ def _summary_html(data: ReportData) -> str:
         ratio = r["ratio"]
         cls = "" if ratio is None else (" good" if ratio <= 1.05 else " bad" if ratio > 1.5 else "")
         out.append(
-            f'<tr class="{"base" if r["kind"] == "baseline" else ""}"><td class="l"><span class="dot" style="background:{colour}">'
-            f'</span>{html.escape(r["name"])}{tag}</td><td class="l">{html.escape(r["what"])}</td><td class="l">{html.escape(r["noise"])}</td>'
+            f'<tr class="{"base" if r["kind"] == "baseline" else ""}">'
+            f'<td class="l"><span class="dot" style="background:{colour}"></span>{html.escape(r["name"])}{tag}</td>'
+            f'<td class="l">{html.escape(r["what"])}</td><td class="l">{html.escape(r["noise"])}</td>'
             f'<td>{step}</td><td title="{r["mean"]!r}">{_fmt(r["mean"])}</td><td>{_fmt(r["stderr"], ".2g")}</td>'
             f'<td>{_fmt(r["paper"])}</td><td class="{cls.strip()}">{_fmt(ratio, ".2f")}</td></tr>'
         )
@@ -203,7 +210,8 @@ def render(data: ReportData, title: str = "interp report") -> str:
         toc += [f'<a href="#{p.id}">{html.escape(p.title)}</a>' for p in panels]
     toc.append("</nav>")
     body = [
-        f'<section id="summary"><h2>Summary: adjusted loss against the paper</h2><div class="card">{_summary_html(data)}</div></section>'
+        '<section id="summary"><h2>Summary: adjusted loss against the paper</h2>'
+        f'<div class="card">{_summary_html(data)}</div></section>'
     ]
     for sid, name, panels in secs:
         body.append(f'<section id="{sid}"><h2>{html.escape(name)}</h2>')
@@ -222,10 +230,12 @@ def render(data: ReportData, title: str = "interp report") -> str:
             f'<script type="text/javascript">{get_plotlyjs()}</script>',
             "</head><body>",
             f"<header><h1>{html.escape(title)}</h1>"
-            f"<p>{len(data.entries)} linear transformers trained on in-context linear regression ({html.escape(priors)}), "
+            f"<p>{len(data.entries)} linear transformers trained on in-context linear regression "
+            f"({html.escape(priors)}), "
             "after Vladymyrov et al., <i>Linear Transformers are Versatile In-Context Learners</i> (NeurIPS 2024).</p>"
-            f"<p>Generated {now} by <code>interp report</code>; {s.n_seq:,} sequences per loss, {s.profile_seq:,} per σ, "
-            f"{s.probe_seq:,} probed. Hover any point for exact values; click legend entries to hide or isolate them.</p></header>",
+            f"<p>Generated {now} by <code>interp report</code>; {s.n_seq:,} sequences per loss, {s.profile_seq:,} "
+            f"per σ, {s.probe_seq:,} probed. Hover any point for exact values; click legend entries to hide or isolate "
+            "them.</p></header>",
             "<main>",
             *toc,
             "<div>",
