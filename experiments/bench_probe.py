@@ -55,6 +55,13 @@ def main() -> int:
         print(f"probe_model {full[-1]:.1f} s, implicit_model alone {implicit[-1]:.1f} s", flush=True)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cmd = "OMP_NUM_THREADS=1 python " + " ".join(["experiments/bench_probe.py", *sys.argv[1:]])
+    timed = (
+        ("`probe_model` (all per-sequence probes + fits/tuning on 4 096 extra sequences, no ablation)", full),
+        ("`implicit_model` alone (least squares + Lemma 4.3 recursion + checks)", implicit),
+    )
+    rows = "\n".join(
+        f"| {what} | {statistics.median(ts):.1f} | {', '.join(f'{t:.1f}' for t in ts)} |" for what, ts in timed
+    )
     text = f"""# Probe benchmark
 
 Command: `{cmd}`
@@ -65,8 +72,7 @@ so these are upper bounds. Median of {args.repeats} runs.
 
 | what | median s | runs (s) |
 |---|---|---|
-| `probe_model` (all per-sequence probes + fits/tuning on 4 096 extra sequences, no ablation) | {statistics.median(full):.1f} | {", ".join(f"{t:.1f}" for t in full)} |
-| `implicit_model` alone (least squares + Lemma 4.3 recursion + checks) | {statistics.median(implicit):.1f} | {", ".join(f"{t:.1f}" for t in implicit)} |
+{rows}
 
 Peak resident memory of the process: {peak_mb:.0f} MB, of which {base_mb:.0f} MB is Python + torch after
 import. The rest is bounded by the chunk size and the 4 096 tuning sequences, not by n_seq (measured

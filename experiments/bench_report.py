@@ -30,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def run(args: list[str]) -> tuple[float, str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "interp.cli", "report", *args], cwd=ROOT, env=env,
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "interp.cli", "report", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     if res.returncode != 0:
         sys.exit(f"interp report failed ({res.returncode}): {res.stderr[-2000:]}")
@@ -52,13 +53,17 @@ def main() -> None:
     if args.extra:
         paths = [str(p) for p in runs] + args.extra
         big, _ = run([*paths, "-o", "/tmp/bench_report_extra.html", "--no-cache"])
-        extra_rows = [f"| no cache, {len(paths)} models: the zoo and {', '.join(Path(p).name for p in args.extra)} | {big:.1f} s |"]
+        extra_rows = [
+            f"| no cache, {len(paths)} models: the zoo and {', '.join(Path(p).name for p in args.extra)} "
+            f"| {big:.1f} s |"
+        ]
     size = (ROOT / args.html).stat().st_size / 1e6
     lines = [
         "# Benchmark: `interp report` on the zoo",
         "",
         "```bash",
-        "OMP_NUM_THREADS=1 python experiments/bench_report.py" + (" --extra " + " ".join(args.extra) if args.extra else ""),
+        "OMP_NUM_THREADS=1 python experiments/bench_report.py"
+        + (" --extra " + " ".join(args.extra) if args.extra else ""),
         "# which times, in fresh processes on one thread:",
         f"interp report -o {args.html} --no-cache   # everything computed",
         f"interp report -o {args.html}              # fills <run>/report_cache.json",

@@ -80,6 +80,7 @@ def step_fn(model: nn.Module, gen: torch.Generator, batch: int, d: int, n: int):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
     return step
 
 
@@ -115,8 +116,9 @@ def width_sweep(layers: int, batch: int, steps: int) -> list[str]:
         data = sample_tasks(batch, d, n, "uniform:5", torch.Generator().manual_seed(3))
         runs = {}
         for param in ("full", "diag"):
-            model = LinearTransformer(ModelConfig(d=d, n_layers=layers, param=param),
-                                      generator=torch.Generator().manual_seed(0))
+            model = LinearTransformer(
+                ModelConfig(d=d, n_layers=layers, param=param), generator=torch.Generator().manual_seed(0)
+            )
             for w in widths:
                 runs[param, w] = lambda m=model, w=w: moments.predict(m, data.tokens, width=w).square().sum().backward()
         times = {k: [] for k in runs}
@@ -154,8 +156,13 @@ def main() -> None:
         for p in ("full", "diag", "gdpp")
     }
     P, Q = models["full"].P.detach(), models["full"].Q.detach()
-    impls = {"interp FULL": models["full"], "interp DIAG": models["diag"], "interp GD++": models["gdpp"],
-             "FULL, autograd moments (before)": AutogradMoments(P, Q), "FULL, explicit scores": ExplicitAttention(P, Q)}
+    impls = {
+        "interp FULL": models["full"],
+        "interp DIAG": models["diag"],
+        "interp GD++": models["gdpp"],
+        "FULL, autograd moments (before)": AutogradMoments(P, Q),
+        "FULL, explicit scores": ExplicitAttention(P, Q),
+    }
     probe = sample_tasks(64, d, n, "uniform:5", torch.Generator(device=dev).manual_seed(1), device=dev)
     with torch.no_grad():
         for name in ("FULL, autograd moments (before)", "FULL, explicit scores"):
@@ -180,8 +187,10 @@ def main() -> None:
     peak = matmul_peak_gflops() if dev == "cpu" else float("nan")
     flops, flops_explicit = step_flops(L, args.batch, d, n)
     full, explicit = med["interp FULL"], med["FULL, explicit scores"]
-    cmd = (f"OMP_NUM_THREADS={args.threads} nice -n 15 python experiments/bench_train.py --threads {args.threads}"
-           f"{'' if L == 7 else f' --layers {L}'} --steps {args.steps}{'' if dev == 'cpu' else f' --device {dev}'}")
+    cmd = (
+        f"OMP_NUM_THREADS={args.threads} nice -n 15 python experiments/bench_train.py --threads {args.threads}"
+        f"{'' if L == 7 else f' --layers {L}'} --steps {args.steps}{'' if dev == 'cpu' else f' --device {dev}'}"
+    )
     lines = [
         f"Command: `{cmd}`",
         "",
@@ -192,8 +201,11 @@ def main() -> None:
         "",
         "| implementation | median step (ms) | steps/s | vs explicit scores | vs interp FULL |",
         "|---|---|---|---|---|",
-        *(f"| {k} | {1e3 * v:.1f} | {1 / v:.1f} | {explicit / v:.2f}x | {full / v:.2f}x |"
-          for k, v in med.items() if k != "data sampling alone"),
+        *(
+            f"| {k} | {1e3 * v:.1f} | {1 / v:.1f} | {explicit / v:.2f}x | {full / v:.2f}x |"
+            for k, v in med.items()
+            if k != "data sampling alone"
+        ),
         f"| data sampling alone (inside every step) | {1e3 * med['data sampling alone']:.1f} | | | |",
         "",
         f"interp FULL over the explicit-score formulation: **{explicit / full:.2f}x**; DIAG and GD++ over FULL: "
@@ -201,12 +213,15 @@ def main() -> None:
     ]
     if dev == "cpu":
         achieved = flops / full / 1e9
-        lines += ["", f"Measured float32 matmul peak (1024² sgemm, best of 20): {peak:.1f} GFLOP/s. A FULL step does "
-                  f"about {flops / 1e9:.2f} GFLOP of model arithmetic (forward ×3, true width d + 1), i.e. "
-                  f"{achieved:.1f} GFLOP/s = **{100 * achieved / peak:.0f}% of peak** "
-                  f"({100 * flops / (full - med['data sampling alone']) / 1e9 / peak:.0f}% without data sampling); "
-                  f"the explicit formulation does {flops_explicit / 1e9:.2f} GFLOP, "
-                  f"{flops_explicit / flops:.1f}x more."]
+        lines += [
+            "",
+            f"Measured float32 matmul peak (1024² sgemm, best of 20): {peak:.1f} GFLOP/s. A FULL step does "
+            f"about {flops / 1e9:.2f} GFLOP of model arithmetic (forward ×3, true width d + 1), i.e. "
+            f"{achieved:.1f} GFLOP/s = **{100 * achieved / peak:.0f}% of peak** "
+            f"({100 * flops / (full - med['data sampling alone']) / 1e9 / peak:.0f}% without data sampling); "
+            f"the explicit formulation does {flops_explicit / 1e9:.2f} GFLOP, "
+            f"{flops_explicit / flops:.1f}x more.",
+        ]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -108,13 +108,34 @@ def main() -> None:
         window.append(loss.item())
         if (step + 1) % 100 == 0:
             med = sorted(window)[len(window) // 2]
-            print(json.dumps({"step": step + 1, "median_loss": round(med, 4), "max_loss": float(f"{max(window):.3g}"),
-                              "lr": float(f"{lr:.3g}"), "dropped": dropped,
-                              "s": round(time.perf_counter() - t0, 1)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "step": step + 1,
+                        "median_loss": round(med, 4),
+                        "max_loss": float(f"{max(window):.3g}"),
+                        "lr": float(f"{lr:.3g}"),
+                        "dropped": dropped,
+                        "s": round(time.perf_counter() - t0, 1),
+                    }
+                ),
+                flush=True,
+            )
             window = []
     est = adjusted_loss(model, EvalSet(args.noise, d=model.cfg.d, n=20, n_seq=args.eval, seed=0))
-    print(json.dumps({"final": True, "args": vars(args), "adjusted": est.mean, "stderr": est.stderr,
-                      "median": est.median, "worst": est.worst}), flush=True)
+    print(
+        json.dumps(
+            {
+                "final": True,
+                "args": vars(args),
+                "adjusted": est.mean,
+                "stderr": est.stderr,
+                "median": est.median,
+                "worst": est.worst,
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

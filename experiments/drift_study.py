@@ -80,8 +80,14 @@ def trajectory_metrics(run: Path, args) -> dict:
     if args.max_checkpoints:
         traj = thinned(traj, args.max_checkpoints)
     data = DriftData.default(cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq)
-    doc = {"run_dir": str(run.relative_to(ROOT.parent)), "init": cfg.init, "init_noise": cfg.init_noise, "seed": cfg.seed,
-           "settings": settings(args), **drift_trajectory(traj, data, per_layer_gap=not args.max_checkpoints)}
+    doc = {
+        "run_dir": str(run.relative_to(ROOT.parent)),
+        "init": cfg.init,
+        "init_noise": cfg.init_noise,
+        "seed": cfg.seed,
+        "settings": settings(args),
+        **drift_trajectory(traj, data, per_layer_gap=not args.max_checkpoints),
+    }
     if args.max_checkpoints:  # the per-layer gap (L + 3 models per checkpoint otherwise) at the last checkpoint only
         doc["checkpoints"][-1] = drift_record(traj[-1][0], traj[-1][1], data, per_layer_gap=True).to_json()
     doc["seconds"] = round(time.time() - t0, 1)
@@ -106,7 +112,9 @@ def at_step(doc: dict, step: int) -> dict:
     return [r for r in doc["checkpoints"] if r["step"] <= step][-1]
 
 
-def first_below(doc: dict, layer: int, key: str = "share_outside", level: float = 0.1, above: bool = False) -> int | None:
+def first_below(
+    doc: dict, layer: int, key: str = "share_outside", level: float = 0.1, above: bool = False
+) -> int | None:
     """First step from which `key` of `layer` stays below (above) `level` to the end (None if it never does)."""
     recs = doc["checkpoints"]
     for i, r in enumerate(recs):
@@ -118,8 +126,12 @@ def first_below(doc: dict, layer: int, key: str = "share_outside", level: float 
 def final_losses(full: LinearTransformer, diag_ref: LinearTransformer | None, noise: str, n: int, n_seq: int) -> dict:
     """Adjusted loss of the final FULL model, its DIAG projection and the DIAG reference, on shared sequences."""
     proj = LinearTransformer.from_omegas(diag_projection(full.P.detach(), full.Q.detach()).omega, full.cfg.d)
-    preds = {"full": full, "full_diag_projection": proj, "full_no_register": without_register(full),
-             "full_no_writes": without_register(full, every_layer=True)}
+    preds = {
+        "full": full,
+        "full_diag_projection": proj,
+        "full_no_register": without_register(full),
+        "full_no_writes": without_register(full, every_layer=True),
+    }
     if diag_ref is not None:
         preds["diag"] = diag_ref
     data = EvalSet(noise, d=full.cfg.d, n=n, n_seq=n_seq, seed=EVAL_SEED)
@@ -140,8 +152,9 @@ def without_register(model: LinearTransformer, every_layer: bool = False) -> Lin
     return LinearTransformer.from_matrices(P, Q)
 
 
-def register_effect(model: LinearTransformer, noise_sigmas: list[float], n: int, n_seq: int = 5_000,
-                    every_layer: bool = False) -> dict:
+def register_effect(
+    model: LinearTransformer, noise_sigmas: list[float], n: int, n_seq: int = 5_000, every_layer: bool = False
+) -> dict:
     """Per fixed σ: slope of the register's contribution Δŷ = ŷ − ŷ_no_register on ŷ_no_register (a rescaling of the
     prediction when R² is high), the slope the oracle would need ((ŷ_oracle − ŷ_no_register) on ŷ_no_register), and
     the adjusted loss with and without the register (every layer's write removed with `every_layer`)."""
@@ -176,7 +189,10 @@ def profiles(models: dict[str, LinearTransformer], sigmas: list[float], n: int, 
     d = next(iter(models.values())).cfg.d
     data = EvalSet("fixed:0", d=d, n=n, n_seq=n_seq, seed=7)
     prof = sigma_profile({k: _f64(m) for k, m in models.items()}, sigmas, data)
-    return {k: [e.mean for e in v] for k, v in prof.items()} | {"sigma": sigmas, "stderr": {k: [e.stderr for e in v] for k, v in prof.items()}}
+    return {k: [e.mean for e in v] for k, v in prof.items()} | {
+        "sigma": sigmas,
+        "stderr": {k: [e.stderr for e in v] for k, v in prof.items()},
+    }
 
 
 def fmt(x, spec=".3g") -> str:
@@ -190,18 +206,23 @@ def print_tables(study: dict) -> None:
     milestones = MILESTONES + ([last] if last > MILESTONES[-1] else [])
     ls = f"l1..l{L}"
     print("\n## Final checkpoints, per layer\n")
-    print("| run | layer | off-DIAG share | DIAG R² | equiv R² | x-dev P | x-dev Q | rem. eff. rank | rem. top-1 share | "
-          "top block | write share | Δloss, layer → DIAG |")
+    print(
+        "| run | layer | off-DIAG share | DIAG R² | equiv R² | x-dev P | x-dev Q | rem. eff. rank | rem. top-1 share | "
+        "top block | write share | Δloss, layer → DIAG |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, doc in runs.items():
         r = doc["checkpoints"][-1]
         for l in range(doc["n_layers"]):
             blocks = {k: v[l] for k, v in r["remainder_block_share"].items()}
             top = max(blocks, key=blocks.get)
-            print(f"| {name} | {l + 1} | {fmt(r['share_outside'][l], '.3f')} | {fmt(r['r2_diag'][l], '.3f')} | "
-                  f"{fmt(r['r2_equivariant'][l], '.3f')} | {fmt(r['x_block_dev_P'][l], '.2f')} | {fmt(r['x_block_dev_Q'][l], '.2f')} | "
-                  f"{fmt(r['remainder_effective_rank'][l], '.1f')} | {fmt(r['remainder_top1_share'][l], '.2f')} | "
-                  f"{top} {blocks[top]:.2f} | {fmt(r['write_share'][l], '.2f')} | {fmt(r['gap_per_layer'][l], '+.3f')} |")
+            print(
+                f"| {name} | {l + 1} | {fmt(r['share_outside'][l], '.3f')} | {fmt(r['r2_diag'][l], '.3f')} | "
+                f"{fmt(r['r2_equivariant'][l], '.3f')} | {fmt(r['x_block_dev_P'][l], '.2f')} | "
+                f"{fmt(r['x_block_dev_Q'][l], '.2f')} | "
+                f"{fmt(r['remainder_effective_rank'][l], '.1f')} | {fmt(r['remainder_top1_share'][l], '.2f')} | "
+                f"{top} {blocks[top]:.2f} | {fmt(r['write_share'][l], '.2f')} | {fmt(r['gap_per_layer'][l], '+.3f')} |"
+            )
     print("\n## Register: layer-l write direction against later layers' read directions (|cos|), final checkpoints\n")
     print(f"| run | write share {ls} | strongest writer → reader, abs(cos) |")
     print("|---|---|---|")
@@ -209,18 +230,26 @@ def print_tables(study: dict) -> None:
         r = doc["checkpoints"][-1]
         src = max(range(doc["n_layers"]), key=lambda l: r["write_share"][l])
         dst = max(range(doc["n_layers"]), key=lambda m: r["register_cos"][src][m])
-        link = (f"{src + 1} → {dst + 1}: {fmt(r['register_cos'][src][dst], '.3f')}" if r["write_share"][src] >= 0.05
-                else "none (every write share < 0.05)")
+        link = (
+            f"{src + 1} → {dst + 1}: {fmt(r['register_cos'][src][dst], '.3f')}"
+            if r["write_share"][src] >= 0.05
+            else "none (every write share < 0.05)"
+        )
         writers = [l for l in range(doc["n_layers"]) if r["write_share"][l] >= 0.05]
         if len(writers) > 1:  # several writers: do they write along one direction?
             m = load(ROOT.parent / doc["run_dir"])
             w = register_directions(m.P.detach().double(), m.Q.detach().double())["write"]
-            link += "; writers' abs(cos): " + ", ".join(f"{a + 1}–{b + 1} {abs(float(w[a] @ w[b])):.2f}"
-                                                        for i, a in enumerate(writers) for b in writers[i + 1:])
+            link += "; writers' abs(cos): " + ", ".join(
+                f"{a + 1}–{b + 1} {abs(float(w[a] @ w[b])):.2f}"
+                for i, a in enumerate(writers)
+                for b in writers[i + 1 :]
+            )
         print(f"| {name} | {' '.join(fmt(x, '.2f') for x in r['write_share'])} | {link} |")
     print("\n## Off-DIAG share per layer along training (nearest checkpoint at or below the step)\n")
-    print("| run | " + " | ".join(f"step {s}" for s in milestones) + f" | first step < 0.1 for good, {ls} | "
-          "final strongest writer: its write share > 0.2 for good from |")
+    print(
+        "| run | " + " | ".join(f"step {s}" for s in milestones) + f" | first step < 0.1 for good, {ls} | "
+        "final strongest writer: its write share > 0.2 for good from |"
+    )
     print("|---|" + "---|" * (len(milestones) + 2))
     for name, doc in runs.items():
         cells = [" / ".join(fmt(x, ".2f") for x in at_step(doc, s)["share_outside"]) for s in milestones]
@@ -236,21 +265,33 @@ def print_tables(study: dict) -> None:
         cells = [f"{at_step(doc, s)['loss']:.3f} / {at_step(doc, s)['loss_diag_projection']:.3f}" for s in milestones]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("\n## Final adjusted loss (in distribution), shared sequences\n")
-    print("| run | FULL | FULL's DIAG projection | FULL without the register write | FULL without any y → x write | "
-          "DIAG reference | FULL − DIAG |")
+    print(
+        "| run | FULL | FULL's DIAG projection | FULL without the register write | FULL without any y → x write | "
+        "DIAG reference | FULL − DIAG |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, fl in study["final_losses"].items():
         d = fl.get("diag", {})
         fd = fl.get("full_minus_diag", {})
-        print(f"| {name} | {fl['full']['mean']:.4f} ± {fl['full']['stderr']:.4f} | {fl['full_diag_projection']['mean']:.4f} | {fl['full_no_register']['mean']:.4f} | "
-              f"{fl['full_no_writes']['mean']:.4f} | "
-              f"{fmt(d.get('mean'), '.4f')} | {fmt(fd.get('mean'), '+.4f')} ± {fmt(fd.get('stderr'), '.4f')} |")
+        print(
+            f"| {name} | {fl['full']['mean']:.4f} ± {fl['full']['stderr']:.4f} | "
+            f"{fl['full_diag_projection']['mean']:.4f} | {fl['full_no_register']['mean']:.4f} | "
+            f"{fl['full_no_writes']['mean']:.4f} | "
+            f"{fmt(d.get('mean'), '.4f')} | {fmt(fd.get('mean'), '+.4f')} ± {fmt(fd.get('stderr'), '.4f')} |"
+        )
     print("\n## The register's effect per σ: slope of Δŷ = ŷ − ŷ_no_register on ŷ_no_register (R²), the oracle's slope")
     print(f"(no_register: {study['register_effect_removes']} zeroed)\n")
     print("| run | " + " | ".join(f"σ={s:g}" for s in next(iter(study["register_effect"].values()))["sigma"]) + " |")
     print("|---|" + "---|" * len(next(iter(study["register_effect"].values()))["sigma"]))
     for name, e in study["register_effect"].items():
-        print(f"| {name} | " + " | ".join(f"{fmt(a, '+.3f')} ({fmt(r, '.2f')}) vs {fmt(o, '+.3f')}" for a, r, o in zip(e["slope"], e["r2"], e["oracle_slope"])) + " |")
+        print(
+            f"| {name} | "
+            + " | ".join(
+                f"{fmt(a, '+.3f')} ({fmt(r, '.2f')}) vs {fmt(o, '+.3f')}"
+                for a, r, o in zip(e["slope"], e["r2"], e["oracle_slope"])
+            )
+            + " |"
+        )
     for prior, prof in study["profiles"].items():
         print(f"\n## Per-σ adjusted loss, models trained on {prior}\n")
         names = [k for k in prof if k not in ("sigma", "stderr")]
@@ -266,19 +307,32 @@ def main() -> None:
     ap.add_argument("--fit-seq", type=int, default=2_048)
     ap.add_argument("--final-seq", type=int, default=100_000, help="sequences for the final in-distribution losses")
     ap.add_argument("--profile-seq", type=int, default=10_000, help="sequences per σ of the profiles")
-    ap.add_argument("--layers", type=int, default=4, help="depth of the runs to study: zoo/full<L>_*, DIAG refs diag<L>_*")
-    ap.add_argument("--max-checkpoints", type=int, default=0,
-                    help="measure step 0 and at most N − 1 later checkpoints, the per-layer gap at the last one only "
-                         "(0: every checkpoint, gaps everywhere; cheaper for deep models)")
-    ap.add_argument("--cache-only", nargs="+", metavar="RUN", default=None,
-                    help="only fill the per-run caches of these run names (e.g. to spread runs over processes), then exit")
+    ap.add_argument(
+        "--layers", type=int, default=4, help="depth of the runs to study: zoo/full<L>_*, DIAG refs diag<L>_*"
+    )
+    ap.add_argument(
+        "--max-checkpoints",
+        type=int,
+        default=0,
+        help="measure step 0 and at most N − 1 later checkpoints, the per-layer gap at the last one only "
+        "(0: every checkpoint, gaps everywhere; cheaper for deep models)",
+    )
+    ap.add_argument(
+        "--cache-only",
+        nargs="+",
+        metavar="RUN",
+        default=None,
+        help="only fill the per-run caches of these run names (e.g. to spread runs over processes), then exit",
+    )
     args = ap.parse_args()
     if args.layers < 1:
         ap.error(f"--layers must be a positive integer, got {args.layers}")
     torch.set_num_threads(1)
     done, pending = discover(args.layers)
     if not done:
-        ap.error(f"no complete {args.layers}-layer FULL run under {ZOO} (full{args.layers}_*, drift/full{args.layers}_*)")
+        ap.error(
+            f"no complete {args.layers}-layer FULL run under {ZOO} (full{args.layers}_*, drift/full{args.layers}_*)"
+        )
     for p in pending:
         print(f"[drift] skipping incomplete run {p}")
     if args.cache_only is not None:
@@ -289,19 +343,29 @@ def main() -> None:
             if run_name(run) in args.cache_only:
                 trajectory_metrics(run, args)
         return
-    study = {"layers": args.layers, "settings": settings(args) | {"final_seq": args.final_seq, "profile_seq": args.profile_seq},
-             "pending": [str(p.relative_to(ROOT.parent)) for p in pending], "runs": {}, "final_losses": {}, "profiles": {}}
+    study = {
+        "layers": args.layers,
+        "settings": settings(args) | {"final_seq": args.final_seq, "profile_seq": args.profile_seq},
+        "pending": [str(p.relative_to(ROOT.parent)) for p in pending],
+        "runs": {},
+        "final_losses": {},
+        "profiles": {},
+    }
     for run in done:
         study["runs"][run_name(run)] = trajectory_metrics(run, args)
     refs = {prior: ZOO / f"diag{args.layers}_{slug}" for prior, slug in PRIORS.items()}
     refs = {prior: load(p) for prior, p in refs.items() if p.exists() and is_complete(p)}
     for run in done:
         cfg = load_run_config(run)
-        study["final_losses"][run_name(run)] = final_losses(load(run), refs.get(cfg.noise), cfg.noise, cfg.n, args.final_seq)
+        study["final_losses"][run_name(run)] = final_losses(
+            load(run), refs.get(cfg.noise), cfg.noise, cfg.n, args.final_seq
+        )
     every = args.layers > 4  # deeper models write from several layers (drift.md, "At 7 layers")
     study["register_effect_removes"] = "every layer's y → x column" if every else "the strongest writer's y → x column"
-    study["register_effect"] = {run_name(r): register_effect(load(r), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], load_run_config(r).n,
-                                                             every_layer=every) for r in done}
+    study["register_effect"] = {
+        run_name(r): register_effect(load(r), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], load_run_config(r).n, every_layer=every)
+        for r in done
+    }
     for prior, slug in PRIORS.items():
         runs = [r for r in done if load_run_config(r).noise == prior and not load_run_config(r).init]
         if not runs:
@@ -312,20 +376,41 @@ def main() -> None:
         for r in runs:
             m = load(r)
             models[f"FULL {r.name}"] = m
-            models[f"proj {r.name}"] = LinearTransformer.from_omegas(diag_projection(m.P.detach(), m.Q.detach()).omega, m.cfg.d)
+            models[f"proj {r.name}"] = LinearTransformer.from_omegas(
+                diag_projection(m.P.detach(), m.Q.detach()).omega, m.cfg.d
+            )
         if prior in refs:
             models["DIAG"] = refs[prior]
         study["profiles"][prior] = profiles(models, sigmas, load_run_config(runs[0]).n, args.profile_seq)
     compact = {k: v for k, v in study.items() if k != "runs"}
-    compact["runs"] = {name: {"run_dir": doc["run_dir"], "init": doc["init"], "seed": doc["seed"], "noise": doc["noise"],
-                              "cache": str((CACHE / f"{name}.json").relative_to(ROOT.parent)),
-                              "steps": [r["step"] for r in doc["checkpoints"]],
-                              **{key: [r.get(key) for r in doc["checkpoints"]] for key in
-                                 ("share_outside", "share_outside_read", "r2_diag", "r2_equivariant", "x_block_dev_P",
-                                  "x_block_dev_Q", "write_share", "loss", "loss_diag_projection", "gap_diag_projection",
-                                  "gap_per_layer")},
-                              "final": doc["checkpoints"][-1]}
-                       for name, doc in study["runs"].items()}
+    compact["runs"] = {
+        name: {
+            "run_dir": doc["run_dir"],
+            "init": doc["init"],
+            "seed": doc["seed"],
+            "noise": doc["noise"],
+            "cache": str((CACHE / f"{name}.json").relative_to(ROOT.parent)),
+            "steps": [r["step"] for r in doc["checkpoints"]],
+            **{
+                key: [r.get(key) for r in doc["checkpoints"]]
+                for key in (
+                    "share_outside",
+                    "share_outside_read",
+                    "r2_diag",
+                    "r2_equivariant",
+                    "x_block_dev_P",
+                    "x_block_dev_Q",
+                    "write_share",
+                    "loss",
+                    "loss_diag_projection",
+                    "gap_diag_projection",
+                    "gap_per_layer",
+                )
+            },
+            "final": doc["checkpoints"][-1],
+        }
+        for name, doc in study["runs"].items()
+    }
     out = OUT / ("drift.json" if args.layers == 4 else f"drift{args.layers}.json")
     out.write_text(json.dumps(jsonable(compact), indent=1, allow_nan=False) + "\n")
     print_tables(study)

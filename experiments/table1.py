@@ -42,8 +42,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="all per-seed results as JSON")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    text, data = table1(args.roots, args.arch, args.layers, args.noise, args.seeds, args.n_seq, args.baseline_seq,
-                        args.eval_seed, args.cache, args.baselines_only, log=print)
+    text, data = table1(
+        args.roots,
+        args.arch,
+        args.layers,
+        args.noise,
+        args.seeds,
+        args.n_seq,
+        args.baseline_seq,
+        args.eval_seed,
+        args.cache,
+        args.baselines_only,
+        log=print,
+    )
     if args.out:
         atomic_write_text(args.out, text)
     print(text)

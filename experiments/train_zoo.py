@@ -1,7 +1,7 @@
 """Train the shipped model zoo (experiments/zoo/) resumably: a thin call of interp.sweep with the zoo's names.
 
-    python experiments/train_zoo.py            # train whatever is missing or unfinished
-    python experiments/train_zoo.py --list     # print the equivalent `interp train` command of every model
+python experiments/train_zoo.py            # train whatever is missing or unfinished
+python experiments/train_zoo.py --list     # print the equivalent `interp train` command of every model
 """
 
 from __future__ import annotations
@@ -35,8 +35,11 @@ def main() -> int:
             continue
         opts = dict(arch=arch, layers=layers, noise=noise, seed=seed)
         if args.list:
-            print(shlex.join(["interp", "train", *(f"--{k}={v}" for k, v in opts.items()),
-                              f"--out=experiments/zoo/{name}"]))
+            print(
+                shlex.join(
+                    ["interp", "train", *(f"--{k}={v}" for k, v in opts.items()), f"--out=experiments/zoo/{name}"]
+                )
+            )
             continue
         specs.append(RunSpec(name, opts, config_from_options(opts)))
     if specs:
@@ -48,4 +51,3 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -38,9 +38,13 @@ def main(argv: list[str] | None = None) -> int:
         rec = tune_all(noise, args.d, args.n, gd_steps=args.gd_steps)
         table[cache_key(noise, args.d, args.n)] = rec
         tr = rec.get("tunedrr", {})
-        print(f"{noise}: ConstRR λ={rec['constrr']['lam']:.4g} (adj {rec['constrr']['adjusted']:.4f}); "
-              f"TunedRR mult={tr.get('mult', float('nan')):.3g} clip={tr.get('clip')} (adj {tr.get('adjusted', float('nan')):.4f}); "
-              f"GD-1 η={rec['gd']['1']['eta']:.4g}  [{time.perf_counter() - t0:.0f}s]", flush=True)
+        print(
+            f"{noise}: ConstRR λ={rec['constrr']['lam']:.4g} (adj {rec['constrr']['adjusted']:.4f}); "
+            f"TunedRR mult={tr.get('mult', float('nan')):.3g} clip={tr.get('clip')} (adj "
+            f"{tr.get('adjusted', float('nan')):.4f}); "
+            f"GD-1 η={rec['gd']['1']['eta']:.4g}  [{time.perf_counter() - t0:.0f}s]",
+            flush=True,
+        )
         args.out.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n")
     return 0
 

@@ -43,40 +43,58 @@ def main() -> int:
         step = list_checkpoints(run)[-1][0]
         command = (run / "COMMAND").read_text().strip() if (run / "COMMAND").exists() else "(training)"
         if not done:
-            rows.append(f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} (running) | | | | `{command}` |")
+            rows.append(
+                f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} (running) | "
+                f"| | | `{command}` |"
+            )
             continue
         data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=args.n_seq, seed=args.seed)
         est = evaluate({"m": load(run)}, data)["m"]
         paper = paper_value(cfg.model.param, cfg.noise, cfg.model.n_layers)
         ratio = f" ({est.mean / paper:.2f}x)" if paper else ""
-        rows.append(f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} | "
-                    f"{est.mean:.4f} ± {est.stderr:.4f}{' (*)' if est.dominated else ''} | {est.median:.4f} | "
-                    f"{paper if paper is not None else '–'}{ratio} | `{command}` |")
-        records.append(dict(run=name, arch=cfg.model.param, layers=cfg.model.n_layers, noise=cfg.noise, seed=cfg.seed,
-                            steps=step, adjusted=est.to_dict(), paper=paper, command=command))
+        rows.append(
+            f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} | "
+            f"{est.mean:.4f} ± {est.stderr:.4f}{' (*)' if est.dominated else ''} | {est.median:.4f} | "
+            f"{paper if paper is not None else '–'}{ratio} | `{command}` |"
+        )
+        records.append(
+            dict(
+                run=name,
+                arch=cfg.model.param,
+                layers=cfg.model.n_layers,
+                noise=cfg.noise,
+                seed=cfg.seed,
+                steps=step,
+                adjusted=est.to_dict(),
+                paper=paper,
+                command=command,
+            )
+        )
         print(rows[-1], flush=True)
-    text = "\n".join([
-        "# Model zoo",
-        "",
-        "Trained with `interp train` (fast preset: Adam, batch 2048, 2000×L steps, one-cycle lr, clip 1.0; "
-        f"one CPU thread). Each directory holds `{Run.CONFIG_FILE}`, `COMMAND`, `{Run.METRICS_FILE}`, the geometric "
-        f"trajectory `{Run.CKPT_DIR}/step_*.safetensors` and `{Run.RESUME_FILE}`. `drift/` holds the extra "
-        "FULL seeds and the DIAG-started run of the drift study.",
-        "",
-        f"Adjusted loss: ½·MSE minus the oracle ridge's, {args.n_seq:,} sequences of the training prior, "
-        f"evaluation seed {args.seed}, ± one standard error; paper: Table 1 (best of 5 seeds, 200 000 steps). "
-        f"Regenerate with `OMP_NUM_THREADS=1 python experiments/zoo_summary.py`.",
-        "",
-        "| run | arch | L | prior | steps | adjusted loss | median per sequence | paper | command |",
-        "|---|---|---|---|---|---|---|---|---|",
-        *rows,
-        "",
-        "(*) the mean is dominated by a few sequences on which the model blows up (its single worst "
-        "sequence carries more than half the mean): a 4-layer linear transformer is a polynomial of degree "
-        "81 in its inputs, and these short-trained models have not tamed its tails on rare contexts. The "
-        "median shows how the model does on a typical sequence. See experiments/results/table1_cpu.md.",
-        "",
-    ])
+    text = "\n".join(
+        [
+            "# Model zoo",
+            "",
+            "Trained with `interp train` (fast preset: Adam, batch 2048, 2000×L steps, one-cycle lr, clip 1.0; "
+            f"one CPU thread). Each directory holds `{Run.CONFIG_FILE}`, `COMMAND`, `{Run.METRICS_FILE}`, the "
+            f"geometric trajectory `{Run.CKPT_DIR}/step_*.safetensors` and `{Run.RESUME_FILE}`. `drift/` holds the "
+            "extra FULL seeds and the DIAG-started run of the drift study.",
+            "",
+            f"Adjusted loss: ½·MSE minus the oracle ridge's, {args.n_seq:,} sequences of the training prior, "
+            f"evaluation seed {args.seed}, ± one standard error; paper: Table 1 (best of 5 seeds, 200 000 steps). "
+            f"Regenerate with `OMP_NUM_THREADS=1 python experiments/zoo_summary.py`.",
+            "",
+            "| run | arch | L | prior | steps | adjusted loss | median per sequence | paper | command |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            "(*) the mean is dominated by a few sequences on which the model blows up (its single worst "
+            "sequence carries more than half the mean): a 4-layer linear transformer is a polynomial of degree "
+            "81 in its inputs, and these short-trained models have not tamed its tails on rare contexts. The "
+            "median shows how the model does on a typical sequence. See experiments/results/table1_cpu.md.",
+            "",
+        ]
+    )
     (ZOO / "README.md").write_text(text)
     (ZOO / "summary.json").write_text(json.dumps(records, indent=1) + "\n")
     return 0

@@ -2,21 +2,37 @@
 
 from interp.baselines import AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict, ridge_predict
 from interp.checkpoints import CheckpointError, load
+from interp.config import ModelConfig, TrainConfig
 from interp.evalset import EvalSet
 from interp.evaluate import (
-    LossEstimate, adjusted_loss, evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile,
+    LossEstimate,
+    adjusted_loss,
+    evaluate,
+    paper_value,
+    per_layer_loss,
+    per_layer_profile,
+    sigma_grid,
+    sigma_profile,
 )
-from interp.config import ModelConfig, TrainConfig
 from interp.model import LinearTransformer, Omegas
 from interp.probes import (
-    DiagProjection, DriftData, ImplicitModel, diag_ablation, diag_projection, drift_trajectory, fit_layer_maps,
-    implicit_model, lemma44, probe_model, run_drift,
+    DiagProjection,
+    DriftData,
+    ImplicitModel,
+    diag_ablation,
+    diag_projection,
+    drift_trajectory,
+    fit_layer_maps,
+    implicit_model,
+    lemma44,
+    probe_model,
+    run_drift,
 )
 from interp.run import Run, RunLocked
 from interp.spectral import SpectralContext
+from interp.sweep import sweep
 from interp.tasks import NoisePrior, TaskBatch, sample_tasks
 from interp.train import train
-from interp.sweep import sweep
 from interp.tuning import baselines as tuned_baselines
 from interp.tuning import tuned
 

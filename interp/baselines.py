@@ -25,7 +25,8 @@ from interp.tasks import NoisePrior, TaskBatch, as_prior
 
 
 def ridge_weights(batch: TaskBatch, lam: Float[Tensor, "batch"] | float) -> Float[Tensor, "batch d"]:
-    """ŵ = (Σ + λ I)^{-1} α with Σ = Σ_i x_i x_iᵀ, α = Σ_i y_i x_i (Vladymyrov et al. 2024, Table 1 baselines), float64."""
+    """ŵ = (Σ + λ I)^{-1} α with Σ = Σ_i x_i x_iᵀ, α = Σ_i y_i x_i (Vladymyrov et al. 2024, Table 1 baselines),
+    float64."""
     x, y = batch.x.double(), batch.y.double()
     sigma = x.transpose(1, 2) @ x
     alpha = (x * y[..., None]).sum(1)
@@ -71,7 +72,8 @@ class AdaRR:
 
 @dataclass(frozen=True)
 class TunedRR:
-    """Ridge with λ = mult · min(σ̂², clip), both tuned per prior (Vladymyrov et al. 2024, Table 1 baselines; clip = inf for none)."""
+    """Ridge with λ = mult · min(σ̂², clip), both tuned per prior (Vladymyrov et al. 2024, Table 1 baselines; clip =
+    inf for none)."""
 
     mult: float
     clip: float = math.inf
@@ -105,7 +107,7 @@ def sigma_nodes(prior: "str | NoisePrior", nodes: int = 16, panels: int = 4) -> 
     smax = prior.values[0]
     if smax == 0:
         return np.zeros(1), np.ones(1)
-    edges = [0.0] + [smax * 4.0 ** -k for k in range(panels - 1, -1, -1)]
+    edges = [0.0] + [smax * 4.0**-k for k in range(panels - 1, -1, -1)]
     x, w = np.polynomial.legendre.leggauss(nodes)
     pts, wts = [], []
     for lo, hi in zip(edges[:-1], edges[1:]):

@@ -128,8 +128,10 @@ def _check_header(path: Path, data: bytes) -> dict:
             numel *= n
         begin, end = offsets
         if not 0 <= begin <= end <= body or end - begin != numel * ST_ITEMSIZE[info["dtype"]]:
-            raise CheckpointError(f"{path}: tensor {str(name)[:60]!r} declares shape {shape} ({info['dtype']}) but "
-                                  f"bytes [{begin}, {end}) of a {body}-byte body (truncated or corrupt)")
+            raise CheckpointError(
+                f"{path}: tensor {str(name)[:60]!r} declares shape {shape} ({info['dtype']}) but "
+                f"bytes [{begin}, {end}) of a {body}-byte body (truncated or corrupt)"
+            )
     return header
 
 
@@ -146,8 +148,9 @@ def read_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, A
         raise CheckpointError(f"{path}: not an interp checkpoint (header format {str(header.get('format'))[:60]!r})")
     version = header.get("format_version")
     if version != str(FORMAT_VERSION):
-        raise CheckpointError(f"{path}: unknown checkpoint format version {version!r:.60} "
-                              f"(this interp reads {FORMAT_VERSION})")
+        raise CheckpointError(
+            f"{path}: unknown checkpoint format version {version!r:.60} (this interp reads {FORMAT_VERSION})"
+        )
     try:
         meta = json.loads(header["meta"])
     except (KeyError, ValueError, RecursionError):
@@ -180,15 +183,18 @@ def model_from_tensors(path: Path, tensors: dict[str, torch.Tensor], cfg_dict: A
     if missing:
         raise CheckpointError(f"{path}: missing tensors {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}")
     if unexpected:
-        raise CheckpointError(f"{path}: unexpected tensors {', '.join(unexpected[:4])}{' ...' if len(unexpected) > 4 else ''}")
+        raise CheckpointError(
+            f"{path}: unexpected tensors {', '.join(unexpected[:4])}{' ...' if len(unexpected) > 4 else ''}"
+        )
     for key, ref in expected.items():
         if tuple(tensors[key].shape) != tuple(ref.shape):
             raise CheckpointError(
                 f"{path}: tensor {key} has shape {list(tensors[key].shape)}, config implies {list(ref.shape)}"
             )
         if tensors[key].dtype != cfg.torch_dtype:
-            raise CheckpointError(f"{path}: tensor {key} is {str(tensors[key].dtype).removeprefix('torch.')}, "
-                                  f"its config says {cfg.dtype}")
+            raise CheckpointError(
+                f"{path}: tensor {key} is {str(tensors[key].dtype).removeprefix('torch.')}, its config says {cfg.dtype}"
+            )
         if not torch.isfinite(tensors[key]).all():
             raise CheckpointError(f"{path}: tensor {key} holds non-finite values")
     model = LinearTransformer(cfg, init=False)

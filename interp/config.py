@@ -92,8 +92,10 @@ class ModelConfig:
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.n_params > MAX_PARAMS:
-            raise ValueError(f"{self.n_params} weights (L={self.n_layers}, H={self.n_heads}, d={self.d}) exceed the "
-                             f"limit of {MAX_PARAMS}")
+            raise ValueError(
+                f"{self.n_params} weights (L={self.n_layers}, H={self.n_heads}, d={self.d}) exceed the "
+                f"limit of {MAX_PARAMS}"
+            )
 
     @property
     def n_params(self) -> int:
@@ -118,8 +120,10 @@ class ModelConfig:
     d_mlp = property(lambda self: None)
     d_head = property(lambda self: self.d + 1, doc="Each head writes a full token-width update P_k S Q_k e_i.")
     n_key_value_heads = property(lambda self: None)
-    device = property(lambda self: getattr(self, "_device", "cpu"),
-                      doc="Where the model's weights live; kept current by LinearTransformer, never stored.")
+    device = property(
+        lambda self: getattr(self, "_device", "cpu"),
+        doc="Where the model's weights live; kept current by LinearTransformer, never stored.",
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -137,7 +141,8 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """How a model is trained (Vladymyrov et al. 2024, training setup). `preset` fills lr / steps / schedule when left at None."""
+    """How a model is trained (Vladymyrov et al. 2024, training setup). `preset` fills lr / steps / schedule when
+    left at None."""
 
     model: ModelConfig = ModelConfig()
     noise: str = "uniform:5"
@@ -179,8 +184,10 @@ class TrainConfig:
             raise ValueError(f"clip must be > 0 or null, got {self.clip}")
         elements = self.batch * (self.n + 1) * self.model.d_model
         if elements > MAX_BATCH_ELEMENTS:
-            raise ValueError(f"batch {self.batch} x (n+1) {self.n + 1} x (d+1) {self.model.d_model} = {elements} token "
-                             f"entries per step exceed the limit of {MAX_BATCH_ELEMENTS}")
+            raise ValueError(
+                f"batch {self.batch} x (n+1) {self.n + 1} x (d+1) {self.model.d_model} = {elements} token "
+                f"entries per step exceed the limit of {MAX_BATCH_ELEMENTS}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

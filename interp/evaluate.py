@@ -1,4 +1,5 @@
-"""Adjusted evaluation loss (README, Conventions: adjusted loss): ½·MSE minus the oracle ridge's ½·MSE on the same sequences.
+"""Adjusted evaluation loss (README, Conventions: adjusted loss): ½·MSE minus the oracle ridge's ½·MSE on the same
+sequences.
 
 Models and baselines share one call shape, a Predictor: TaskBatch -> ŷ [..., batch]. Which sequences
 is an EvalSet (interp.evalset); `adjusted_losses` is the one place the adjusted loss is computed, per
@@ -26,18 +27,22 @@ Predictor = Callable[[TaskBatch], Tensor]
 def as_predictor(model: "LinearTransformer | Predictor") -> Predictor:
     """A model becomes batch -> model(batch.tokens) in the model's own dtype; a predictor is returned as is."""
     if isinstance(model, LinearTransformer):
+
         def predict(batch: TaskBatch) -> Tensor:
             with torch.no_grad():
                 return model(batch.tokens.to(model.cfg.torch_dtype))
+
         return predict
     return model
 
 
 def per_layer_predictor(model: LinearTransformer) -> Predictor:
     """batch -> [L+1, batch]: the prediction −y_query after K = 0..L layers."""
+
     def predict(batch: TaskBatch) -> Tensor:
         with torch.no_grad():
             return model.predict_per_layer(batch.tokens.to(model.cfg.torch_dtype))
+
     return predict
 
 
@@ -63,7 +68,13 @@ class LossEstimate(Record):
         return self.worst / self.n_seq > 0.5 * abs(self.mean)
 
     def to_dict(self) -> dict:
-        return {"mean": self.mean, "stderr": self.stderr, "n_seq": self.n_seq, "median": self.median, "worst": self.worst}
+        return {
+            "mean": self.mean,
+            "stderr": self.stderr,
+            "n_seq": self.n_seq,
+            "median": self.median,
+            "worst": self.worst,
+        }
 
 
 def half_se(pred: Tensor, target: Tensor) -> Tensor:
@@ -155,8 +166,18 @@ def per_layer_profile(model: LinearTransformer, sigmas: Sequence[float], data: E
 
 
 # ---------------------------------------------------------------------------- the paper's Table 1
-TABLE1_COLUMNS = ("uniform:0", "uniform:1", "uniform:2", "uniform:3", "uniform:4", "uniform:5", "uniform:6",
-                  "uniform:7", "categorical:1,3", "categorical:1,3,5")
+TABLE1_COLUMNS = (
+    "uniform:0",
+    "uniform:1",
+    "uniform:2",
+    "uniform:3",
+    "uniform:4",
+    "uniform:5",
+    "uniform:6",
+    "uniform:7",
+    "categorical:1,3",
+    "categorical:1,3,5",
+)
 
 
 def paper_table() -> dict:
@@ -167,7 +188,9 @@ def paper_table() -> dict:
     return json.loads(resources.files("interp").joinpath("data", "table1.json").read_text())
 
 
-def paper_value(method: str, noise: "str | NoisePrior", layers: int | None = None, d: int = 10, n: int = 20) -> float | None:
+def paper_value(
+    method: str, noise: "str | NoisePrior", layers: int | None = None, d: int = 10, n: int = 20
+) -> float | None:
     """Table 1's number for a method ("full", "diag", "gdpp" with `layers`, or "constrr", "adarr",
     "tunedrr") on a prior; None where the paper has no such cell (other priors, d, n or depth)."""
     if (d, n) != (10, 20):

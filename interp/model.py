@@ -28,7 +28,8 @@ from interp.config import ModelConfig
 
 @dataclass
 class Omegas:
-    """The four products of a DIAG layer (Vladymyrov et al. 2024, DIAG; README, Conventions), each [L]: ω_xx = Σ_k p_x q_x, ..."""
+    """The four products of a DIAG layer (Vladymyrov et al. 2024, DIAG; README, Conventions), each [L]: ω_xx = Σ_k
+    p_x q_x, ..."""
 
     omega_xx: Tensor
     omega_xy: Tensor
@@ -42,15 +43,20 @@ class Omegas:
 
 def has_hooks(module: nn.Module) -> bool:
     """Whether any forward, forward-pre or backward hook is registered on this one module."""
-    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
-                or module._backward_pre_hooks)
+    return bool(
+        module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks
+    )
 
 
 def global_hooks() -> bool:
     """Whether a hook registered with torch.nn.modules.module.register_module_*_hook applies to every module."""
     m = torch.nn.modules.module
-    names = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-             "_global_backward_pre_hooks")
+    names = (
+        "_global_forward_hooks",
+        "_global_forward_pre_hooks",
+        "_global_backward_hooks",
+        "_global_backward_pre_hooks",
+    )
     return any(getattr(m, name, None) for name in names)
 
 
@@ -189,7 +195,8 @@ class LinearTransformer(HookedRootModule):
             self.cfg = cfg
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
-        """Small Gaussian init, std = init_scale / n_layers (Vladymyrov et al. 2024 give no init; ~1e-3 keeps deep models stable)."""
+        """Small Gaussian init, std = init_scale / n_layers (Vladymyrov et al. 2024 give no init; ~1e-3 keeps deep
+        models stable)."""
         std = self.cfg.init_scale / self.cfg.n_layers
         with torch.no_grad():
             for p in self.parameters():
@@ -197,9 +204,18 @@ class LinearTransformer(HookedRootModule):
 
     # ------------------------------------------------------------------ running
     def run_with_cache(
-        self, tokens: Float[Tensor, "batch pos D"], *, names_filter=None, device=None, remove_batch_dim: bool = False,
-        incl_bwd: bool = False, metric=None, reset_hooks_end: bool = True, clear_contexts: bool = False,
-        pos_slice=None, return_cache_object: bool = True,
+        self,
+        tokens: Float[Tensor, "batch pos D"],
+        *,
+        names_filter=None,
+        device=None,
+        remove_batch_dim: bool = False,
+        incl_bwd: bool = False,
+        metric=None,
+        reset_hooks_end: bool = True,
+        clear_contexts: bool = False,
+        pos_slice=None,
+        return_cache_object: bool = True,
     ):
         """(ŷ, cache) as in TransformerLens; the cache is an ActivationCache (`cache["resid_pre", 0]`).
 
@@ -210,8 +226,9 @@ class LinearTransformer(HookedRootModule):
         """
         if remove_batch_dim and tokens.shape[0] != 1:
             raise ValueError(f"remove_batch_dim needs a batch of 1, got tokens of shape {list(tokens.shape)}")
-        cache_dict, fwd, bwd = self.get_caching_hooks(names_filter, incl_bwd, device, remove_batch_dim,
-                                                      pos_slice=pos_slice)
+        cache_dict, fwd, bwd = self.get_caching_hooks(
+            names_filter, incl_bwd, device, remove_batch_dim, pos_slice=pos_slice
+        )
         if incl_bwd and not tokens.requires_grad:  # so the tokens' own hooks (and layer 0's S) get gradients
             tokens = tokens.detach().clone().requires_grad_(True)
         with self.hooks(fwd, bwd, reset_hooks_end, clear_contexts):
@@ -220,15 +237,24 @@ class LinearTransformer(HookedRootModule):
                 value = out if metric is None else metric(out)
                 if not isinstance(value, Tensor) or value.numel() != 1:
                     shape = list(value.shape) if isinstance(value, Tensor) else type(value).__name__
-                    raise ValueError(f"incl_bwd backpropagates a scalar, got {shape}: on a batch pass metric=, "
-                                     "e.g. metric=lambda y_hat: y_hat.sum()")
+                    raise ValueError(
+                        f"incl_bwd backpropagates a scalar, got {shape}: on a batch pass metric=, "
+                        "e.g. metric=lambda y_hat: y_hat.sum()"
+                    )
                 value.backward()
         if return_cache_object:
             return out, ActivationCache(cache_dict, self, has_batch_dim=not remove_batch_dim)
         return out, cache_dict
 
-    def get_caching_hooks(self, names_filter=None, incl_bwd: bool = False, device=None, remove_batch_dim: bool = False,
-                          cache: dict | None = None, pos_slice=None):
+    def get_caching_hooks(
+        self,
+        names_filter=None,
+        incl_bwd: bool = False,
+        device=None,
+        remove_batch_dim: bool = False,
+        cache: dict | None = None,
+        pos_slice=None,
+    ):
         """TransformerLens's caching hooks, except that pos_slice leaves hook_stats (no position axis) whole."""
         if names_filter is None:
             keep = lambda name: True
@@ -242,14 +268,24 @@ class LinearTransformer(HookedRootModule):
             raise ValueError(f"names_filter must be a hook name, a list of names or a function, got {names_filter!r}")
         is_stats = lambda name: name.endswith("attn.hook_stats")
         cache = {} if cache is None else cache
-        hooks = [super().get_caching_hooks(lambda name: keep(name) and not is_stats(name), incl_bwd, device,
-                                           remove_batch_dim, cache, pos_slice=pos_slice),
-                 super().get_caching_hooks(lambda name: keep(name) and is_stats(name), incl_bwd, device,
-                                           remove_batch_dim, cache, pos_slice=None)]
+        hooks = [
+            super().get_caching_hooks(
+                lambda name: keep(name) and not is_stats(name),
+                incl_bwd,
+                device,
+                remove_batch_dim,
+                cache,
+                pos_slice=pos_slice,
+            ),
+            super().get_caching_hooks(
+                lambda name: keep(name) and is_stats(name), incl_bwd, device, remove_batch_dim, cache, pos_slice=None
+            ),
+        ]
         return cache, hooks[0][1] + hooks[1][1], hooks[0][2] + hooks[1][2]
 
-    def accumulated_bias(self, layer: int | None = None, mlp_input: bool = False,
-                         include_mlp_biases: bool = True) -> Float[Tensor, "D"]:
+    def accumulated_bias(
+        self, layer: int | None = None, mlp_input: bool = False, include_mlp_biases: bool = True
+    ) -> Float[Tensor, "D"]:
         """Zeros: the model has no biases (TransformerLens's get_full_resid_decomposition adds this term)."""
         param = next(self.parameters())
         return torch.zeros(self.cfg.d_model, dtype=param.dtype, device=param.device)
@@ -301,12 +337,13 @@ class LinearTransformer(HookedRootModule):
         if not isinstance(tokens, Tensor):
             raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__} (use torch.as_tensor)")
         if not tokens.is_floating_point():
-            raise TypeError(f"tokens must be floating point, got {str(tokens.dtype).removeprefix('torch.')} "
-                            f"(the model is {self.cfg.dtype})")
+            raise TypeError(
+                f"tokens must be floating point, got {str(tokens.dtype).removeprefix('torch.')} "
+                f"(the model is {self.cfg.dtype})"
+            )
         if tokens.ndim != 3 or tokens.shape[-1] != self.cfg.d_model or tokens.shape[1] < 2:
             raise ValueError(
-                f"tokens must be [batch, n+1, d+1] with d+1 = {self.cfg.d_model} and n >= 1, "
-                f"got {list(tokens.shape)}"
+                f"tokens must be [batch, n+1, d+1] with d+1 = {self.cfg.d_model} and n >= 1, got {list(tokens.shape)}"
             )
         if tokens.shape[0] == 0:
             raise ValueError("tokens: empty batch (batch size 0)")
@@ -324,7 +361,8 @@ class LinearTransformer(HookedRootModule):
         return torch.stack([b.attn.matrices()[1] for b in self.blocks])
 
     def omegas(self) -> Omegas:
-        """ω_xx, ω_xy, ω_yx, ω_yy per layer (Vladymyrov et al. 2024, DIAG; README, Conventions), for DIAG and GD++ models."""
+        """ω_xx, ω_xy, ω_yx, ω_yy per layer (Vladymyrov et al. 2024, DIAG; README, Conventions), for DIAG and GD++
+        models."""
         if self.cfg.param == "full":
             raise ValueError("omegas() is defined for diag and gdpp models; fit a FULL model with interp.probes")
         p_x, p_y, q_x, q_y = (torch.stack(t) for t in zip(*(b.attn.diag_params() for b in self.blocks)))

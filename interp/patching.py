@@ -68,16 +68,16 @@ def layer_head_vector_patch_setter(corrupted_activation: Tensor, index: list[int
     return corrupted_activation
 
 
-def layer_pos_head_vector_patch_setter(corrupted_activation: Tensor, index: list[int],
-                                       clean_activation: Tensor) -> Tensor:
+def layer_pos_head_vector_patch_setter(
+    corrupted_activation: Tensor, index: list[int], clean_activation: Tensor
+) -> Tensor:
     """index = [layer, pos, head] of a [batch, pos, head, D] activation."""
     _, pos, head = index
     corrupted_activation[:, pos, head] = clean_activation[:, pos, head]
     return corrupted_activation
 
 
-def layer_head_pattern_patch_setter(corrupted_activation: Tensor, index: list[int],
-                                    clean_activation: Tensor) -> Tensor:
+def layer_head_pattern_patch_setter(corrupted_activation: Tensor, index: list[int], clean_activation: Tensor) -> Tensor:
     """index = [layer, head] of a [batch, head, query pos, key pos] pattern."""
     _, head = index
     corrupted_activation[:, head] = clean_activation[:, head]
@@ -113,13 +113,17 @@ def generic_activation_patch(
         try:
             clean = clean_cache[name]
         except KeyError:
-            raise ValueError(f"clean_cache has no {name!r}: cache the clean run with model.run_with_cache(tokens) "
-                             "(no names_filter, pos_slice or remove_batch_dim)") from None
+            raise ValueError(
+                f"clean_cache has no {name!r}: cache the clean run with model.run_with_cache(tokens) "
+                "(no names_filter, pos_slice or remove_batch_dim)"
+            ) from None
 
         def hook(activation: Tensor, hook, index=index, clean=clean, name=name) -> Tensor:
             if activation.shape != clean.shape:
-                raise ValueError(f"clean_cache[{name!r}] has shape {list(clean.shape)}, the corrupted run's "
-                                 f"{list(activation.shape)}: clean and corrupted tokens must have the same shape")
+                raise ValueError(
+                    f"clean_cache[{name!r}] has shape {list(clean.shape)}, the corrupted run's "
+                    f"{list(activation.shape)}: clean and corrupted tokens must have the same shape"
+                )
             return patch_setter(activation.clone(), index, clean.to(activation.device, activation.dtype))
 
         with torch.no_grad():
@@ -131,52 +135,81 @@ def generic_activation_patch(
 # --------------------------------------------------------------------------- TransformerLens's functions
 def get_act_patch_resid_pre(model, corrupted_tokens, clean_cache, patching_metric) -> Float[Tensor, "layer pos *m"]:
     """Patch the residual stream entering each layer, one token at a time: [n_layers, n + 1]."""
-    return generic_activation_patch(model, corrupted_tokens, clean_cache, patching_metric, layer_pos_patch_setter,
-                                    "resid_pre", ("layer", "pos"))
+    return generic_activation_patch(
+        model, corrupted_tokens, clean_cache, patching_metric, layer_pos_patch_setter, "resid_pre", ("layer", "pos")
+    )
 
 
 def get_act_patch_resid_post(model, corrupted_tokens, clean_cache, patching_metric) -> Float[Tensor, "layer pos *m"]:
     """Patch the residual stream leaving each layer, one token at a time: [n_layers, n + 1]."""
-    return generic_activation_patch(model, corrupted_tokens, clean_cache, patching_metric, layer_pos_patch_setter,
-                                    "resid_post", ("layer", "pos"))
+    return generic_activation_patch(
+        model, corrupted_tokens, clean_cache, patching_metric, layer_pos_patch_setter, "resid_post", ("layer", "pos")
+    )
 
 
 def get_act_patch_attn_out(model, corrupted_tokens, clean_cache, patching_metric) -> Float[Tensor, "layer pos *m"]:
     """Patch each layer's update Σ_k P_k S Q_k e_i, one token at a time: [n_layers, n + 1]."""
-    return generic_activation_patch(model, corrupted_tokens, clean_cache, patching_metric, layer_pos_patch_setter,
-                                    "attn_out", ("layer", "pos"))
+    return generic_activation_patch(
+        model, corrupted_tokens, clean_cache, patching_metric, layer_pos_patch_setter, "attn_out", ("layer", "pos")
+    )
 
 
-def get_act_patch_attn_head_out_all_pos(model, corrupted_tokens, clean_cache,
-                                        patching_metric) -> Float[Tensor, "layer head *m"]:
+def get_act_patch_attn_head_out_all_pos(
+    model, corrupted_tokens, clean_cache, patching_metric
+) -> Float[Tensor, "layer head *m"]:
     """Patch each head's update P_k S Q_k e_i (hook_result) at every token: [n_layers, n_heads]."""
-    return generic_activation_patch(model, corrupted_tokens, clean_cache, patching_metric,
-                                    layer_head_vector_patch_setter, "result", ("layer", "head"))
+    return generic_activation_patch(
+        model,
+        corrupted_tokens,
+        clean_cache,
+        patching_metric,
+        layer_head_vector_patch_setter,
+        "result",
+        ("layer", "head"),
+    )
 
 
-def get_act_patch_attn_head_out_by_pos(model, corrupted_tokens, clean_cache,
-                                       patching_metric) -> Float[Tensor, "layer pos head *m"]:
+def get_act_patch_attn_head_out_by_pos(
+    model, corrupted_tokens, clean_cache, patching_metric
+) -> Float[Tensor, "layer pos head *m"]:
     """Patch each head's update (hook_result) one token at a time: [n_layers, n + 1, n_heads]."""
-    return generic_activation_patch(model, corrupted_tokens, clean_cache, patching_metric,
-                                    layer_pos_head_vector_patch_setter, "result", ("layer", "pos", "head"))
+    return generic_activation_patch(
+        model,
+        corrupted_tokens,
+        clean_cache,
+        patching_metric,
+        layer_pos_head_vector_patch_setter,
+        "result",
+        ("layer", "pos", "head"),
+    )
 
 
-def get_act_patch_attn_head_pattern_all_pos(model, corrupted_tokens, clean_cache,
-                                            patching_metric) -> Float[Tensor, "layer head *m"]:
+def get_act_patch_attn_head_pattern_all_pos(
+    model, corrupted_tokens, clean_cache, patching_metric
+) -> Float[Tensor, "layer head *m"]:
     """Patch each head's whole pattern e_jᵀ Q_k e_i (hook_pattern): [n_layers, n_heads]."""
-    return generic_activation_patch(model, corrupted_tokens, clean_cache, patching_metric,
-                                    layer_head_pattern_patch_setter, "pattern", ("layer", "head"))
+    return generic_activation_patch(
+        model,
+        corrupted_tokens,
+        clean_cache,
+        patching_metric,
+        layer_head_pattern_patch_setter,
+        "pattern",
+        ("layer", "head"),
+    )
 
 
 def get_act_patch_stats(model, corrupted_tokens, clean_cache, patching_metric) -> Float[Tensor, "layer *m"]:
     """Patch the context statistics S^l = Σ_{j≤n} e_j e_jᵀ each layer reads (hook_stats): [n_layers]."""
-    return generic_activation_patch(model, corrupted_tokens, clean_cache, patching_metric, layer_patch_setter,
-                                    "stats", ("layer",))
+    return generic_activation_patch(
+        model, corrupted_tokens, clean_cache, patching_metric, layer_patch_setter, "stats", ("layer",)
+    )
 
 
 # --------------------------------------------------------------------------- the standard experiment
-def permute_labels(tokens: Float[Tensor, "batch pos D"], generator: torch.Generator | None = None
-                   ) -> Float[Tensor, "batch pos D"]:
+def permute_labels(
+    tokens: Float[Tensor, "batch pos D"], generator: torch.Generator | None = None
+) -> Float[Tensor, "batch pos D"]:
     """A copy of tokens with each sequence's n context labels y_j shuffled (x's and the query unchanged)."""
     if not isinstance(tokens, Tensor) or tokens.ndim != 3 or tokens.shape[1] < 2:
         got = list(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
@@ -188,8 +221,9 @@ def permute_labels(tokens: Float[Tensor, "batch pos D"], generator: torch.Genera
     return out
 
 
-def recovery_metric(clean_out: Float[Tensor, "batch"], corrupted_out: Float[Tensor, "batch"]
-                    ) -> Callable[[Tensor], Tensor]:
+def recovery_metric(
+    clean_out: Float[Tensor, "batch"], corrupted_out: Float[Tensor, "batch"]
+) -> Callable[[Tensor], Tensor]:
     """metric(ŷ) = 1 − mean (ŷ − ŷ_clean)² / mean (ŷ_corrupted − ŷ_clean)²: 0 for the corrupted run, 1 for
     the clean one, negative when a patch moves ŷ further from the clean prediction than the corruption did."""
     clean = clean_out.detach()

@@ -150,8 +150,9 @@ class Run:
             raise CheckpointError(f"{path}: bad run config ({err})") from None
 
     def write_config(self, cfg: TrainConfig) -> None:
-        ck.atomic_write_text(self.config_path, json.dumps({"format_version": FORMAT_VERSION, **cfg.to_dict()},
-                                                          indent=2, sort_keys=True))
+        ck.atomic_write_text(
+            self.config_path, json.dumps({"format_version": FORMAT_VERSION, **cfg.to_dict()}, indent=2, sort_keys=True)
+        )
 
     @property
     def prior(self) -> str:
@@ -247,8 +248,10 @@ class Run:
             raise CheckpointError(f"{path}: resume state has a malformed loss window")
         if not 0 <= meta["step"] <= cfg.steps:
             raise CheckpointError(f"{path}: resume step {meta['step']} is outside the run's 0..{cfg.steps} steps")
-        for saved, now, prefix in ((meta["model_config"], cfg.model.to_dict(), "model."),
-                                   (meta.get("train_config"), cfg.to_dict(), "")):  # older files: the model only
+        for saved, now, prefix in (
+            (meta["model_config"], cfg.model.to_dict(), "model."),
+            (meta.get("train_config"), cfg.to_dict(), ""),
+        ):  # older files: the model only
             if not isinstance(saved, dict):
                 continue
             saved, now = _common(saved, now)  # a field added to the config since is not a disagreement
@@ -300,8 +303,11 @@ class Run:
                 except BlockingIOError:
                     if attempt == 19:
                         pid = _read_pid(fd)
-                        raise RunLocked(f"{self.path}: another process (PID {pid if pid else 'unknown'}) is "
-                                        "writing this run; wait for it or stop it", pid) from None
+                        raise RunLocked(
+                            f"{self.path}: another process (PID {pid if pid else 'unknown'}) is "
+                            "writing this run; wait for it or stop it",
+                            pid,
+                        ) from None
                     time.sleep(0.025)
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -348,8 +354,9 @@ def _read_pid(fd: int) -> int | None:
 def _common(a: dict, b: dict) -> tuple[dict, dict]:
     """`a` and `b` restricted to the keys both have, recursively."""
     keys = [k for k in a if k in b]
-    pairs = {k: _common(a[k], b[k]) if isinstance(a[k], dict) and isinstance(b[k], dict) else (a[k], b[k])
-             for k in keys}
+    pairs = {
+        k: _common(a[k], b[k]) if isinstance(a[k], dict) and isinstance(b[k], dict) else (a[k], b[k]) for k in keys
+    }
     return {k: v[0] for k, v in pairs.items()}, {k: v[1] for k, v in pairs.items()}
 
 

@@ -166,8 +166,9 @@ class SpectralContext:
         return -0.5 * (logdet + quad)
 
     # ------------------------------------------------------------------ implied λ
-    def implied_lambda(self, w: Float[Tensor, "L1 batch d"], lo: float = 1e-6,
-                       hi: float = 1e6) -> tuple[Tensor, Tensor]:
+    def implied_lambda(
+        self, w: Float[Tensor, "L1 batch d"], lo: float = 1e-6, hi: float = 1e6
+    ) -> tuple[Tensor, Tensor]:
         """Per sequence and layer, the λ ∈ [lo, hi] whose ridge solution is nearest to w^l (Euclidean).
 
         Returns (λ [L+1, batch], relative error ‖w_λ − w^l‖/‖w^l‖ [L+1, batch]); λ = inf where w^l = 0,
@@ -206,6 +207,10 @@ def minimize_log(f, lo: float, hi: float, shape: tuple[int, ...] = (), n_grid: i
         a, b = torch.where(left, a, c), torch.where(left, e, b)
         new = torch.where(left, b - g * (b - a), a + g * (b - a))
         fn = f(new[None])[0].nan_to_num(float("inf"))
-        c, e, fc, fe = (torch.where(left, new, e), torch.where(left, c, new),
-                        torch.where(left, fn, fe), torch.where(left, fc, fn))
+        c, e, fc, fe = (
+            torch.where(left, new, e),
+            torch.where(left, c, new),
+            torch.where(left, fn, fe),
+            torch.where(left, fc, fn),
+        )
     return torch.where(fc <= fe, c, e)

@@ -23,8 +23,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from interp import checkpoints as ck
 from interp.config import ModelConfig, TrainConfig
-from interp.tasks import as_prior
 from interp.run import Run
+from interp.tasks import as_prior
 from interp.train import prior_slug, resolve
 
 SWEEP_FILE = "sweep.json"
@@ -32,10 +32,26 @@ EVAL_SEQ = 10_000  # sequences for the end table's adjusted loss (interp table u
 NAME_AXES = ("arch", "layers", "noise", "seed")  # always in a run's name, in this order
 # `interp train` option (dest name) -> TrainConfig field ("model." for ModelConfig fields)
 OPTIONS = {
-    "arch": "model.param", "layers": "model.n_layers", "heads": "model.n_heads", "d": "model.d",
-    "dtype": "model.dtype", "noise": "noise", "n": "n", "seed": "seed", "preset": "preset", "steps": "steps",
-    "batch": "batch", "lr": "lr", "schedule": "schedule", "clip": "clip", "checkpoints": "n_checkpoints",
-    "save_every": "resume_every", "init": "init", "init_noise": "init_noise", "device": "device", "guard": "guard",
+    "arch": "model.param",
+    "layers": "model.n_layers",
+    "heads": "model.n_heads",
+    "d": "model.d",
+    "dtype": "model.dtype",
+    "noise": "noise",
+    "n": "n",
+    "seed": "seed",
+    "preset": "preset",
+    "steps": "steps",
+    "batch": "batch",
+    "lr": "lr",
+    "schedule": "schedule",
+    "clip": "clip",
+    "checkpoints": "n_checkpoints",
+    "save_every": "resume_every",
+    "init": "init",
+    "init_noise": "init_noise",
+    "device": "device",
+    "guard": "guard",
 }
 
 
@@ -58,7 +74,7 @@ def config_from_options(options: Mapping[str, Any]) -> TrainConfig:
         if key == "clip":
             value = value or None
         if target.startswith("model."):
-            model[target[len("model."):]] = value
+            model[target[len("model.") :]] = value
         else:
             train[target] = value
     return TrainConfig(model=ModelConfig(**model), **train)
@@ -103,8 +119,10 @@ def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = 
     for o in overrides:
         bad = [k for k in o if k != "where" and (k not in OPTIONS or k in NAME_AXES)]
         if bad or not isinstance(o.get("where", {}), dict):
-            raise SweepError(f"override {o}: {bad[0] if bad else 'where'} cannot be set per run "
-                             f"(set options other than {', '.join(NAME_AXES)}; match them with where)")
+            raise SweepError(
+                f"override {o}: {bad[0] if bad else 'where'} cannot be set per run "
+                f"(set options other than {', '.join(NAME_AXES)}; match them with where)"
+            )
     specs, seen = [], {}
     for combo in itertools.product(*(options[k] for k in order)):
         opts = dict(zip(order, combo))
@@ -114,8 +132,10 @@ def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = 
                 opts.update({k: v for k, v in o.items() if k != "where"})
         name = run_name(opts, swept)
         if name in seen:
-            raise SweepError(f"two runs would share the directory {name} ({seen[name]} and {opts}); "
-                             f"vary fewer options or give them different values")
+            raise SweepError(
+                f"two runs would share the directory {name} ({seen[name]} and {opts}); "
+                f"vary fewer options or give them different values"
+            )
         seen[name] = opts
         if opts.get("init"):  # workers (Ray nodes, a forkserver) need not share this process's directory
             opts["init"] = os.path.abspath(opts["init"])
@@ -133,7 +153,7 @@ def _default(key: str) -> Any:
     """The default value of an option (TrainConfig's, under its option name)."""
     target = OPTIONS[key]
     if target.startswith("model."):
-        return getattr(ModelConfig(), target[len("model."):])
+        return getattr(ModelConfig(), target[len("model.") :])
     return getattr(TrainConfig(), target)
 
 
@@ -166,8 +186,15 @@ class RunState:
     seconds: float | None = None
 
     def summary(self) -> dict:
-        return {"status": self.status, "step": self.step, "steps": self.steps, "attempts": self.attempts,
-                "adjusted_loss": self.adjusted, "error": self.error, "seconds": self.seconds}
+        return {
+            "status": self.status,
+            "step": self.step,
+            "steps": self.steps,
+            "attempts": self.attempts,
+            "adjusted_loss": self.adjusted,
+            "error": self.error,
+            "seconds": self.seconds,
+        }
 
 
 def plan(specs: list[RunSpec], root: str | Path) -> list[RunState]:
@@ -285,8 +312,14 @@ def _local_child(conn, task: Task, args: tuple) -> None:
     conn.close()
 
 
-def run_local(states: list[RunState], args_of: Callable[[RunState], tuple], workers: int, retries: int,
-              view: "Progress", task: Task = run_task) -> None:
+def run_local(
+    states: list[RunState],
+    args_of: Callable[[RunState], tuple],
+    workers: int,
+    retries: int,
+    view: "Progress",
+    task: Task = run_task,
+) -> None:
     """One process per run, `workers` at a time (forked from a server that has imported interp once).
 
     A process that dies without a result (killed, out of memory) is started again, up to `retries` times,
@@ -338,12 +371,19 @@ def run_local(states: list[RunState], args_of: Callable[[RunState], tuple], work
             proc.join()
 
 
-RAY_MISSING = "--backend ray needs Ray, an optional extra: pip install -e \".[ray]\" (or pip install ray)"
+RAY_MISSING = '--backend ray needs Ray, an optional extra: pip install -e ".[ray]" (or pip install ray)'
 
 
-def run_ray(states: list[RunState], args_of: Callable[[RunState], tuple], retries: int, view: "Progress",
-            address: str | None = None, cpus_per_run: float = 1, gpus_per_run: float = 0,
-            task: Task = run_task) -> None:
+def run_ray(
+    states: list[RunState],
+    args_of: Callable[[RunState], tuple],
+    retries: int,
+    view: "Progress",
+    address: str | None = None,
+    cpus_per_run: float = 1,
+    gpus_per_run: float = 0,
+    task: Task = run_task,
+) -> None:
     """Every run is a Ray task on the cluster at `address` (or RAY_ADDRESS), else on a Ray instance
     started here (or the one this process already joined). Ray starts a task again, up to `retries`
     times, when its worker dies; the run resumes from its resume state."""
@@ -357,8 +397,9 @@ def run_ray(states: list[RunState], args_of: Callable[[RunState], tuple], retrie
     pending = {}
     try:
         _check_feasible(ray, cpus_per_run, gpus_per_run)
-        remote = ray.remote(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=retries,
-                            retry_exceptions=False)(task)
+        remote = ray.remote(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=retries, retry_exceptions=False)(
+            task
+        )
         for state in states:
             if state.status == "queued":
                 pending[remote.remote(*args_of(state))] = state
@@ -387,8 +428,10 @@ def _check_feasible(ray, cpus: float, gpus: float) -> None:
     if not any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) >= gpus for r in nodes):
         most = max(((r.get("CPU", 0), r.get("GPU", 0)) for r in nodes), default=(0, 0))
         flag = "--gpus-per-run" if gpus > most[1] else "--cpus-per-run"
-        raise SweepError(f"{flag}: no node of the Ray cluster has {cpus:g} CPUs and {gpus:g} GPUs for one run "
-                         f"(the largest has {most[0]:g} CPUs, {most[1]:g} GPUs)")
+        raise SweepError(
+            f"{flag}: no node of the Ray cluster has {cpus:g} CPUs and {gpus:g} GPUs for one run "
+            f"(the largest has {most[0]:g} CPUs, {most[1]:g} GPUs)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- progress
@@ -453,8 +496,10 @@ class Progress:
         t_first, done_first = self.samples[0]
         rate = (done - done_first) / (now - t_first) if now > t_first else 0.0  # over the last `window` seconds
         eta = _duration((total - done) / rate) if rate > 0 else "?"
-        return (f"{c['done']} done, {c['running']} running, {c['failed']} failed, {c['queued']} queued | "
-                f"{done}/{total} steps, {rate:.0f} steps/s, ETA {eta}")
+        return (
+            f"{c['done']} done, {c['running']} running, {c['failed']} failed, {c['queued']} queued | "
+            f"{done}/{total} steps, {rate:.0f} steps/s, ETA {eta}"
+        )
 
     def _say(self, text: str, event: bool) -> None:
         if self.tty and self.live:
@@ -500,8 +545,12 @@ class Progress:
 
     def write(self) -> None:
         """Rewrite ROOT/sweep.json atomically."""
-        data = {**self.meta, "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "counts": self.counts(), "runs": {s.spec.name: s.summary() for s in self.states}}
+        data = {
+            **self.meta,
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "counts": self.counts(),
+            "runs": {s.spec.name: s.summary() for s in self.states},
+        }
         ck.atomic_write_text(self.root / SWEEP_FILE, json.dumps(_json_safe(data), indent=1) + "\n")
 
 
@@ -591,8 +640,12 @@ def sweep(
     previous = summary.get("runs", {}) if summary.get("eval_seq") == eval_seq else {}
     for s in states:
         old = previous.get(s.spec.name, {})
-        if s.status == "queued" and Run(s.run_dir).is_complete() and old.get("status") == "done" and \
-                (old.get("adjusted_loss") or not eval_seq):
+        if (
+            s.status == "queued"
+            and Run(s.run_dir).is_complete()
+            and old.get("status") == "done"
+            and (old.get("adjusted_loss") or not eval_seq)
+        ):
             s.status, s.step, s.adjusted, s.seconds = "done", s.steps, old.get("adjusted_loss"), old.get("seconds")
     root.mkdir(parents=True, exist_ok=True)
     info = {"backend": backend, "eval_seq": eval_seq, **(meta or {})}
@@ -641,12 +694,29 @@ def load_grid_file(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any
     for o in overrides:
         if isinstance(o.get("where"), dict):
             o["where"] = {norm(k): v for k, v in o["where"].items()}
-    bad = [k for k in [*options, *(k for o in overrides for k in [*o, *o.get("where", {})] if k != "where")]
-           if k not in OPTIONS]
+    bad = [
+        k
+        for k in [*options, *(k for o in overrides for k in [*o, *o.get("where", {})] if k != "where")]
+        if k not in OPTIONS
+    ]
     if bad:
         raise SweepError(f"{path}: unknown option {bad[0]!r} (use interp train's option names)")
     return options, overrides
 
 
-__all__ = ["RunSpec", "RunState", "SweepError", "config_from_options", "expand", "plan", "run_name", "run_task",
-           "sweep", "end_table", "load_grid_file", "read_summary", "SWEEP_FILE", "EVAL_SEQ"]
+__all__ = [
+    "RunSpec",
+    "RunState",
+    "SweepError",
+    "config_from_options",
+    "expand",
+    "plan",
+    "run_name",
+    "run_task",
+    "sweep",
+    "end_table",
+    "load_grid_file",
+    "read_summary",
+    "SWEEP_FILE",
+    "EVAL_SEQ",
+]

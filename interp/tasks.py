@@ -157,8 +157,9 @@ def _check_sizes(batch: int, d: int, n: int) -> None:
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     if batch * (n + 1) * (d + 1) > MAX_BATCH_ELEMENTS:
-        raise ValueError(f"batch {batch} x (n+1) {n + 1} x (d+1) {d + 1} token entries exceed {MAX_BATCH_ELEMENTS}; "
-                         "sample in chunks")
+        raise ValueError(
+            f"batch {batch} x (n+1) {n + 1} x (d+1) {d + 1} token entries exceed {MAX_BATCH_ELEMENTS}; sample in chunks"
+        )
 
 
 def sample_tasks(

@@ -1,4 +1,5 @@
-"""Trainer: Adam on fresh data each step, geometric checkpoint trajectory, exact resume (Vladymyrov et al. 2024, training setup)."""
+"""Trainer: Adam on fresh data each step, geometric checkpoint trajectory, exact resume (Vladymyrov et al. 2024,
+training setup)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from interp import checkpoints as ck
-from interp.config import ModelConfig, TrainConfig, check_device
+from interp.config import TrainConfig, check_device
 from interp.model import LinearTransformer
 from interp.run import Run
 from interp.tasks import as_prior, sample_tasks
@@ -107,9 +108,7 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
     is not finite is left out of that batch (the loss is still divided by the full batch size), and one
     above GUARD_CAP·d enters through `robust_half_se`; every other sequence keeps exactly its ½·error².
     """
-    batch = sample_tasks(
-        cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, dtype=cfg.model.torch_dtype, device=cfg.device
-    )
+    batch = sample_tasks(cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, dtype=cfg.model.torch_dtype, device=cfg.device)
     per_seq = 0.5 * (model(batch.tokens) - batch.target) ** 2
     if cfg.guard == "none":
         return per_seq.mean(), 0
@@ -141,8 +140,10 @@ def _init_model(cfg: TrainConfig) -> LinearTransformer:
         model.load_state_dict(LinearTransformer.from_matrices(P, Q, dtype=cfg.model.dtype).state_dict())
         return model
     if src.cfg != cfg.model:
-        raise ValueError(f"--init: {cfg.init} is a {src.cfg.param} model with {src.cfg.n_heads} heads; "
-                         f"only FULL runs start from a different parameterization")
+        raise ValueError(
+            f"--init: {cfg.init} is a {src.cfg.param} model with {src.cfg.n_heads} heads; "
+            f"only FULL runs start from a different parameterization"
+        )
     with torch.no_grad():
         for p in src.parameters():
             p.add_(cfg.init_noise * torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.dtype))
@@ -175,8 +176,13 @@ def _save_resume(run: Run, cfg: TrainConfig, model, opt, gen: torch.Generator, s
     opt_t, groups = _optimizer_tensors(opt)
     tensors.update(opt_t)
     tensors["rng.data"] = gen.get_state()
-    meta = {"model_config": model.cfg.to_dict(), "step": step, "param_groups": groups, "window": window,
-            "train_config": cfg.to_dict()}
+    meta = {
+        "model_config": model.cfg.to_dict(),
+        "step": step,
+        "param_groups": groups,
+        "window": window,
+        "train_config": cfg.to_dict(),
+    }
     run.write_resume(tensors, meta)
 
 
@@ -217,7 +223,7 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
     metrics_path = run.metrics_path
     if resume:
         tensors, meta = run.read_resume(cfg)
-        weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+        weights = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
         model = ck.model_from_tensors(run.resume_path, weights, meta["model_config"]).to(cfg.device)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
         _load_optimizer(opt, tensors, meta["param_groups"], run.resume_path)
@@ -251,7 +257,11 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
             value = loss.item()
             if not math.isfinite(value) or n_dropped > cfg.batch // 2:
                 bar.close()
-                what = f"loss is {value}" if n_dropped <= cfg.batch // 2 else f"{n_dropped} of {cfg.batch} sequences overflow"
+                what = (
+                    f"loss is {value}"
+                    if n_dropped <= cfg.batch // 2
+                    else f"{n_dropped} of {cfg.batch} sequences overflow"
+                )
                 raise TrainingDiverged(f"step {step + 1}: {what}; training stopped, last good checkpoint: {last_good}")
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -267,8 +277,14 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
                 mean = float(np.mean(window))
                 now = time.perf_counter()
                 rate = (done - s_log) / max(now - t_log, 1e-9)
-                record = {"step": done, "loss": mean, "lr": lr, "grad_norm": float(grad_norm),
-                          "steps_per_s": rate, "elapsed_s": now - t0}
+                record = {
+                    "step": done,
+                    "loss": mean,
+                    "lr": lr,
+                    "grad_norm": float(grad_norm),
+                    "steps_per_s": rate,
+                    "elapsed_s": now - t0,
+                }
                 if dropped or skipped:  # the guard acted in this window
                     record.update(dropped=dropped, skipped=skipped)
                 log.write(json.dumps(record) + "\n")
@@ -280,7 +296,8 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
                 if not _all_finite(model):
                     bar.close()
                     raise TrainingDiverged(
-                        f"step {done}: weights are non-finite; training stopped, last good checkpoint: {last_good}")
+                        f"step {done}: weights are non-finite; training stopped, last good checkpoint: {last_good}"
+                    )
                 log.flush()
                 os.fsync(log.fileno())  # the metrics a checkpoint describes are on disk before it
                 if done in save_at:

@@ -1,4 +1,5 @@
-"""Tuning the baselines' free parameters per noise prior (Vladymyrov et al. 2024, Table 1 baselines), on sequences disjoint from evaluation.
+"""Tuning the baselines' free parameters per noise prior (Vladymyrov et al. 2024, Table 1 baselines), on sequences
+disjoint from evaluation.
 
 ConstRR's λ, TunedRR's (multiplier, clip) and GD-k's step η minimise the ½·MSE on TUNE_SEQ sequences
 drawn with TUNE_SEED (evaluation uses seed 0 by default, training streams use seed + 1): a coarse grid,
@@ -35,7 +36,9 @@ def cache_key(prior: "str | NoisePrior", d: int, n: int) -> str:
 class TuningSet:
     """Spectral contexts and targets of the tuning sequences (float64)."""
 
-    def __init__(self, prior: "str | NoisePrior", d: int = 10, n: int = 20, n_seq: int = TUNE_SEQ, seed: int = TUNE_SEED):
+    def __init__(
+        self, prior: "str | NoisePrior", d: int = 10, n: int = 20, n_seq: int = TUNE_SEQ, seed: int = TUNE_SEED
+    ):
         gen = torch.Generator().manual_seed(seed)
         parts, targets, oracle = [], [], []
         for start in range(0, n_seq, 10_000):
@@ -76,8 +79,12 @@ def tune_constrr(ts: TuningSet) -> dict:
     """ConstRR: one λ for the prior; coarse grid {0} ∪ 10^[-4, 3] (71 points), then 41 between neighbours."""
     coarse = np.concatenate([[0.0], np.geomspace(1e-4, 1e3, 71)])
     out = _search_1d(lambda lam: ts.loss(ts.sp.ridge(lam)), coarse)
-    return dict(lam=out["value"], loss=out["loss"], adjusted=out["loss"] - ts.oracle_loss,
-                grid=dict(lam_coarse=out["coarse"], lam_fine=out["fine"]))
+    return dict(
+        lam=out["value"],
+        loss=out["loss"],
+        adjusted=out["loss"] - ts.oracle_loss,
+        grid=dict(lam_coarse=out["coarse"], lam_fine=out["fine"]),
+    )
 
 
 def tune_tunedrr(ts: TuningSet) -> dict:
@@ -103,17 +110,31 @@ def tune_tunedrr(ts: TuningSet) -> dict:
     loss2, m2, c2 = search(fine_m, fine_c)
     if loss2 <= loss:
         loss, m, c = loss2, m2, c2
-    return dict(mult=m, clip=c, loss=loss, adjusted=loss - ts.oracle_loss,
-                grid=dict(mult_coarse=mults.tolist(), clip_coarse=[_num(v) for v in clips],
-                          mult_fine=fine_m.tolist(), clip_fine=[_num(v) for v in fine_c]))
+    return dict(
+        mult=m,
+        clip=c,
+        loss=loss,
+        adjusted=loss - ts.oracle_loss,
+        grid=dict(
+            mult_coarse=mults.tolist(),
+            clip_coarse=[_num(v) for v in clips],
+            mult_fine=fine_m.tolist(),
+            clip_fine=[_num(v) for v in fine_c],
+        ),
+    )
 
 
 def tune_gd(ts: TuningSet, steps: int) -> dict:
     """GD-k: one step size η for k steps from w = 0; coarse grid 10^[-4, -0.5] (71 points), then 41."""
     coarse = np.geomspace(1e-4, 10**-0.5, 71)
     out = _search_1d(lambda eta: ts.loss(ts.sp.gd(steps, eta)), coarse)
-    return dict(steps=steps, eta=out["value"], loss=out["loss"], adjusted=out["loss"] - ts.oracle_loss,
-                grid=dict(eta_coarse=out["coarse"], eta_fine=out["fine"]))
+    return dict(
+        steps=steps,
+        eta=out["value"],
+        loss=out["loss"],
+        adjusted=out["loss"] - ts.oracle_loss,
+        grid=dict(eta_coarse=out["coarse"], eta_fine=out["fine"]),
+    )
 
 
 def _num(v: float):
@@ -124,12 +145,26 @@ def _float(v) -> float:
     return math.inf if v == "inf" else float(v)
 
 
-def tune_all(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=range(1, 8),
-             n_seq: int = TUNE_SEQ, seed: int = TUNE_SEED) -> dict:
+def tune_all(
+    prior: "str | NoisePrior",
+    d: int = 10,
+    n: int = 20,
+    gd_steps=range(1, 8),
+    n_seq: int = TUNE_SEQ,
+    seed: int = TUNE_SEED,
+) -> dict:
     """Every tuned baseline of one prior, with grids, tuning set and losses (a JSON-ready dict)."""
     ts = TuningSet(prior, d, n, n_seq, seed)
-    out = dict(prior=ts.prior.spec, d=d, n=n, n_seq=n_seq, seed=seed, oracle_loss=ts.oracle_loss,
-               constrr=tune_constrr(ts), gd={str(k): tune_gd(ts, k) for k in gd_steps})
+    out = dict(
+        prior=ts.prior.spec,
+        d=d,
+        n=n,
+        n_seq=n_seq,
+        seed=seed,
+        oracle_loss=ts.oracle_loss,
+        constrr=tune_constrr(ts),
+        gd={str(k): tune_gd(ts, k) for k in gd_steps},
+    )
     if n > d:
         tr = tune_tunedrr(ts)
         tr["clip"] = _num(tr["clip"])
@@ -169,7 +204,8 @@ def tuned(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,)) ->
 
 
 def baselines(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,), names=None) -> dict[str, Callable]:
-    """Named predictors for a prior: ols, constrr, adarr, tunedrr, gd{k}, bayes (Vladymyrov et al. 2024, Table 1 baselines).
+    """Named predictors for a prior: ols, constrr, adarr, tunedrr, gd{k}, bayes (Vladymyrov et al. 2024, Table 1
+    baselines).
 
     `names` selects (and orders) a subset; AdaRR and TunedRR need n > d and are left out otherwise.
     """

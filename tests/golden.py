@@ -58,7 +58,9 @@ def golden_values(name: str) -> dict:
     ok = torch.isfinite(final)
     s2 = batch.sigma[ok] ** 2
     # least-squares slope of the final layer's implied ridge λ on the sequence's true σ²
-    out["implied_lambda_slope"] = (((s2 - s2.mean()) * (final[ok] - final[ok].mean())).sum() / ((s2 - s2.mean()) ** 2).sum()).item()
+    out["implied_lambda_slope"] = (
+        ((s2 - s2.mean()) * (final[ok] - final[ok].mean())).sum() / ((s2 - s2.mean()) ** 2).sum()
+    ).item()
     return out
 
 

@@ -20,8 +20,9 @@ def random_full(d=4, n_layers=3, n_heads=2, scale=0.1, seed=0) -> LinearTransfor
 
 def random_diag(d=4, n_layers=3, n_heads=1, param="diag", scale=0.1, seed=0) -> LinearTransformer:
     g = torch.Generator().manual_seed(seed)
-    model = LinearTransformer(ModelConfig(d=d, n_layers=n_layers, n_heads=n_heads, param=param, dtype="float64"),
-                              init=False)
+    model = LinearTransformer(
+        ModelConfig(d=d, n_layers=n_layers, n_heads=n_heads, param=param, dtype="float64"), init=False
+    )
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(scale * torch.randn(p.shape, generator=g, dtype=torch.float64))
@@ -60,14 +61,35 @@ def fit(model: LinearTransformer, sample, steps: int, lr: float, seed: int = 0) 
     return model
 
 
-def trained(run_dir, param: str, noise: str, steps: int, d: int = 10, n: int = 20, n_layers: int = 1, lr: float = 1e-2,
-            batch: int = 2048, seed: int = 0) -> LinearTransformer:
+def trained(
+    run_dir,
+    param: str,
+    noise: str,
+    steps: int,
+    d: int = 10,
+    n: int = 20,
+    n_layers: int = 1,
+    lr: float = 1e-2,
+    batch: int = 2048,
+    seed: int = 0,
+) -> LinearTransformer:
     """A model trained by interp.train.train (Adam, one-cycle lr, fresh batches of the noise prior), two checkpoints."""
     from interp.config import TrainConfig
     from interp.train import train
 
-    cfg = TrainConfig(model=ModelConfig(d=d, n_layers=n_layers, param=param), noise=noise, n=n, seed=seed, steps=steps,
-                      batch=batch, lr=lr, schedule="onecycle", n_checkpoints=2, resume_every=steps, log_every=steps)
+    cfg = TrainConfig(
+        model=ModelConfig(d=d, n_layers=n_layers, param=param),
+        noise=noise,
+        n=n,
+        seed=seed,
+        steps=steps,
+        batch=batch,
+        lr=lr,
+        schedule="onecycle",
+        n_checkpoints=2,
+        resume_every=steps,
+        log_every=steps,
+    )
     return train(cfg, run_dir, progress=False).model
 
 

@@ -1,4 +1,5 @@
-"""Baselines of Vladymyrov et al. 2024, Table 1 baselines against direct numpy solves, exactness, and the Bayes floor."""
+"""Baselines of Vladymyrov et al. 2024, Table 1 baselines against direct numpy solves, exactness, and the Bayes
+floor."""
 
 import math
 
@@ -6,8 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from interp.baselines import (AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict, ridge_predict,
-                              sigma_nodes)
+from interp.baselines import (
+    AdaRR,
+    Bayes,
+    ConstRR,
+    GDk,
+    TunedRR,
+    ols_predict,
+    oracle_predict,
+    ridge_predict,
+    sigma_nodes,
+)
 from interp.evalset import EvalSet
 from interp.evaluate import evaluate
 from interp.spectral import SpectralContext
@@ -24,8 +34,9 @@ def tasks(batch=200, noise="uniform:5", seed=0, d=10, n=20):
 def numpy_ridge(batch, lam):
     x, y, xt = batch.x.numpy(), batch.y.numpy(), batch.x_query.numpy()
     lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (len(x),))
-    return np.array([xt[i] @ np.linalg.solve(x[i].T @ x[i] + lam[i] * np.eye(x.shape[2]), x[i].T @ y[i])
-                     for i in range(len(x))])
+    return np.array(
+        [xt[i] @ np.linalg.solve(x[i].T @ x[i] + lam[i] * np.eye(x.shape[2]), x[i].T @ y[i]) for i in range(len(x))]
+    )
 
 
 def test_oracle_ridge_matches_numpy_solve():
@@ -41,7 +52,9 @@ def test_ols_matches_lstsq_and_min_norm_when_n_below_d():
     ref = [b.x_query[i].numpy() @ np.linalg.lstsq(b.x[i].numpy(), b.y[i].numpy(), rcond=None)[0] for i in range(len(b))]
     np.testing.assert_allclose(ols_predict(b).numpy(), ref, rtol=1e-8, atol=1e-8)
     small = tasks(noise="fixed:1", n=6)  # n < d: minimum-norm interpolant
-    ref = [small.x_query[i].numpy() @ np.linalg.pinv(small.x[i].numpy()) @ small.y[i].numpy() for i in range(len(small))]
+    ref = [
+        small.x_query[i].numpy() @ np.linalg.pinv(small.x[i].numpy()) @ small.y[i].numpy() for i in range(len(small))
+    ]
     np.testing.assert_allclose(ols_predict(small).numpy(), ref, rtol=1e-7, atol=1e-7)
 
 
@@ -53,13 +66,16 @@ def test_adarr_sigma_hat_is_unbiased_residual_variance():
     np.testing.assert_allclose(sp.sigma2_hat().numpy(), np.array(rss) / 10, rtol=1e-8)
     assert abs(sp.sigma2_hat().mean().item() - 4.0) < 0.4  # E σ̂² = σ² = 4 (200 sequences, s.e. ≈ 0.13)
     np.testing.assert_allclose(AdaRR()(b).numpy(), numpy_ridge(b, np.array(rss) / 10), rtol=1e-8, atol=1e-8)
-    np.testing.assert_allclose(TunedRR(1.3, 2.0)(b).numpy(), numpy_ridge(b, 1.3 * np.minimum(np.array(rss) / 10, 2.0)),
-                               rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(
+        TunedRR(1.3, 2.0)(b).numpy(), numpy_ridge(b, 1.3 * np.minimum(np.array(rss) / 10, 2.0)), rtol=1e-8, atol=1e-8
+    )
 
 
 def test_adarr_and_tunedrr_are_exact_on_noiseless_data():
-    est = evaluate({"adarr": AdaRR(), "tunedrr": TunedRR(1.5, 3.0), "bayes": Bayes("categorical:0,1")},
-                   EvalSet("fixed:0", n_seq=3000, seed=4))
+    est = evaluate(
+        {"adarr": AdaRR(), "tunedrr": TunedRR(1.5, 3.0), "bayes": Bayes("categorical:0,1")},
+        EvalSet("fixed:0", n_seq=3000, seed=4),
+    )
     for name, e in est.items():
         assert abs(e.mean) < 1e-12, (name, e)
 

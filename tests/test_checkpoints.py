@@ -28,8 +28,11 @@ def test_round_trip_file_and_run_dir(tmp_path):
 def _write(tmp_path, model, mutate_tensors=None, mutate_header=None):
     path = tmp_path / "bad.safetensors"
     tensors = {k: v.contiguous() for k, v in model.state_dict().items()}
-    header = {"format": ck.FORMAT, "format_version": str(ck.FORMAT_VERSION),
-              "meta": json.dumps({"model_config": model.cfg.to_dict(), "step": 0})}
+    header = {
+        "format": ck.FORMAT,
+        "format_version": str(ck.FORMAT_VERSION),
+        "meta": json.dumps({"model_config": model.cfg.to_dict(), "step": 0}),
+    }
     if mutate_tensors:
         tensors = mutate_tensors(tensors)
     if mutate_header:
@@ -38,15 +41,22 @@ def _write(tmp_path, model, mutate_tensors=None, mutate_header=None):
     return path
 
 
-@pytest.mark.parametrize("tensors,header,match", [
-    (lambda t: {k: v for k, v in t.items() if "P" not in k}, None, "missing tensors blocks.0.attn.P"),
-    (lambda t: {**t, "extra": torch.zeros(2)}, None, "unexpected tensors extra"),
-    (lambda t: {**t, "blocks.0.attn.P": torch.zeros(1, 3, 3, dtype=torch.float64)}, None, "has shape"),
-    (lambda t: {**t, "blocks.0.attn.P": torch.full((1, 4, 4), float("nan"), dtype=torch.float64)}, None, "non-finite"),
-    (None, lambda h: {**h, "format_version": "99"}, "unknown checkpoint format version '99'"),
-    (None, lambda h: {**h, "format": "other"}, "not an interp checkpoint"),
-    (None, lambda h: {k: v for k, v in h.items() if k != "meta"}, "no readable 'meta'"),
-])
+@pytest.mark.parametrize(
+    "tensors,header,match",
+    [
+        (lambda t: {k: v for k, v in t.items() if "P" not in k}, None, "missing tensors blocks.0.attn.P"),
+        (lambda t: {**t, "extra": torch.zeros(2)}, None, "unexpected tensors extra"),
+        (lambda t: {**t, "blocks.0.attn.P": torch.zeros(1, 3, 3, dtype=torch.float64)}, None, "has shape"),
+        (
+            lambda t: {**t, "blocks.0.attn.P": torch.full((1, 4, 4), float("nan"), dtype=torch.float64)},
+            None,
+            "non-finite",
+        ),
+        (None, lambda h: {**h, "format_version": "99"}, "unknown checkpoint format version '99'"),
+        (None, lambda h: {**h, "format": "other"}, "not an interp checkpoint"),
+        (None, lambda h: {k: v for k, v in h.items() if k != "meta"}, "no readable 'meta'"),
+    ],
+)
 def test_bad_checkpoints_name_file_and_problem(tmp_path, tensors, header, match):
     path = _write(tmp_path, random_full(d=3, n_layers=2, n_heads=1), tensors, header)
     with pytest.raises(ck.CheckpointError, match=match) as err:

@@ -19,7 +19,9 @@ def run_dir(tmp_path):
     """A 2-layer FULL run (d = 4, n = 10) whose checkpoints move from a random FULL model into a DIAG one."""
     run = Run(tmp_path / "run")
     run.path.mkdir()
-    cfg = TrainConfig(model=ModelConfig(d=4, n_layers=2, param="full", dtype="float64"), noise="uniform:1", n=10, steps=100)
+    cfg = TrainConfig(
+        model=ModelConfig(d=4, n_layers=2, param="full", dtype="float64"), noise="uniform:1", n=10, steps=100
+    )
     run.write_config(cfg)
     for i, step in enumerate(STEPS):
         run.save_checkpoint(_interpolated(i / (len(STEPS) - 1)), step, noise="uniform:1")
@@ -44,9 +46,21 @@ def test_drift_table_and_json(run_dir, tmp_path, capsys):
     assert doc["noise"] == "uniform:1" and doc["n"] == 10 and doc["eval_seq"] == 2_000 and doc["n_layers"] == 2
     recs = doc["checkpoints"]
     assert [r["step"] for r in recs] == STEPS
-    for key in ("share_outside", "share_outside_read", "x_block_dev_P", "x_block_dev_Q", "r2_diag", "r2_equivariant",
-                "remainder_sv", "remainder_block_share", "loss", "loss_diag_projection", "gap_diag_projection",
-                "gap_per_layer", "omega"):
+    for key in (
+        "share_outside",
+        "share_outside_read",
+        "x_block_dev_P",
+        "x_block_dev_Q",
+        "r2_diag",
+        "r2_equivariant",
+        "remainder_sv",
+        "remainder_block_share",
+        "loss",
+        "loss_diag_projection",
+        "gap_diag_projection",
+        "gap_per_layer",
+        "omega",
+    ):
         assert key in recs[0], key
     assert len(recs[0]["remainder_sv"][0]) == 8  # the largest 8 of 25
     assert recs[0]["share_outside"][0] > 0.1 and recs[-1]["share_outside"][0] < 1e-28
@@ -59,16 +73,21 @@ def test_drift_table_and_json(run_dir, tmp_path, capsys):
 
 
 def test_drift_without_json_or_per_layer(run_dir, capsys):
-    code, stdout, _ = drift([run_dir, "--eval-seq", 500, "--fit-seq", 128, "--no-per-layer", "--noise", "fixed:0.5"], capsys)
+    code, stdout, _ = drift(
+        [run_dir, "--eval-seq", 500, "--fit-seq", 128, "--no-per-layer", "--noise", "fixed:0.5"], capsys
+    )
     assert code == 0 and "fixed:0.5" in stdout and "wrote" not in stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["/no/such/run"], "RUN_DIR"),
-    (["--eval-seq", "0"], "--eval-seq"),
-    (["--noise", "gaussian:3"], "--noise"),
-    (["--json", "/no/such/dir/x.json"], "--json"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["/no/such/run"], "RUN_DIR"),
+        (["--eval-seq", "0"], "--eval-seq"),
+        (["--noise", "gaussian:3"], "--noise"),
+        (["--json", "/no/such/dir/x.json"], "--json"),
+    ],
+)
 def test_drift_bad_input_is_one_line_exit_2(run_dir, capsys, args, needle):
     full = args if args[0].startswith("/no/such/run") else [run_dir, *args]
     code, _, err = drift(full, capsys)

@@ -10,8 +10,8 @@ import torch
 
 from interp.checkpoints import save_checkpoint
 from interp.cli import main
-from tests.helpers import run_cli
 from interp.model import LinearTransformer
+from tests.helpers import run_cli
 
 torch.set_num_threads(1)
 ETA = 1 / (31 + 25 / 3)  # the one-layer optimum on uniform:5 (von Oswald et al. 2023)
@@ -30,7 +30,9 @@ def run(argv, capsys):
 
 
 def test_table_csv_and_json(ckpt, tmp_path, capsys):
-    rc, out, err = run(["eval", ckpt, "--n-seq", "3000", "--csv", tmp_path / "r.csv", "--json", tmp_path / "r.json"], capsys)
+    rc, out, err = run(
+        ["eval", ckpt, "--n-seq", "3000", "--csv", tmp_path / "r.csv", "--json", tmp_path / "r.json"], capsys
+    )
     assert rc == 0, err
     assert "constrr" in out and "bayes" in out and "0.3650" in out  # ConstRR's Table 1 value on uniform:5
     rows = list(csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text())))
@@ -54,27 +56,47 @@ def test_csv_to_stdout_same_seed_same_numbers(ckpt, capsys):
 
 
 def test_profile_and_layers_views(ckpt, capsys):
-    rc, out, err = run(["eval", ckpt, "--view", "profile", "--sigmas", "0,2", "--profile-seq", "500",
-                        "--baselines", "constrr,gd", "--noise", "categorical:1,3"], capsys)
+    rc, out, err = run(
+        [
+            "eval",
+            ckpt,
+            "--view",
+            "profile",
+            "--sigmas",
+            "0,2",
+            "--profile-seq",
+            "500",
+            "--baselines",
+            "constrr,gd",
+            "--noise",
+            "categorical:1,3",
+        ],
+        capsys,
+    )
     assert rc == 0, err
     head = out.splitlines()[1]
     assert head.split()[-2:] == ["0", "2"] and "σ" in head  # one column per requested σ
     _, at0, at2 = next(line for line in out.splitlines() if line.startswith("constrr")).split()
     assert float(at0) > 0.01 and math.isfinite(float(at2))  # at σ = 0 the oracle is exact, ConstRR's λ > 0 is not
-    rc, out, err = run(["eval", ckpt, "--view", "layers", "--sigmas", "0:1:1", "--profile-seq", "500",
-                        "--n-seq", "1000", "--json"], capsys)
+    rc, out, err = run(
+        ["eval", ckpt, "--view", "layers", "--sigmas", "0:1:1", "--profile-seq", "500", "--n-seq", "1000", "--json"],
+        capsys,
+    )
     assert rc == 0, err
     rows = json.loads(out)["rows"]
     assert {r["layer"] for r in rows} == {0, 1} and {r["sigma"] for r in rows} == {None, 0.0, 1.0}
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--d", "5"], "d=10"),
-    (["--noise", "gaussian:3"], "unknown noise prior"),
-    (["--sigmas", "0:a"], "--sigmas"),
-    (["--baselines", "lasso"], "--baselines"),
-    (["--n-seq", "0"], "--n-seq"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--d", "5"], "d=10"),
+        (["--noise", "gaussian:3"], "unknown noise prior"),
+        (["--sigmas", "0:a"], "--sigmas"),
+        (["--baselines", "lasso"], "--baselines"),
+        (["--n-seq", "0"], "--n-seq"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(ckpt, capsys, argv, needle):
     with pytest.raises(SystemExit) as exc:  # argparse errors exit; library errors return 2
         code = main(["eval", str(ckpt), *argv])

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from interp.checkpoints import save_checkpoint
-from tests.helpers import run_cli
 from interp.model import LinearTransformer
+from tests.helpers import run_cli
 
 OMEGA = [[-0.01, -0.002, -0.03, -0.001], [0.0, 0.0, -0.05, -0.0005]]
 
@@ -19,7 +19,9 @@ OMEGA = [[-0.01, -0.002, -0.03, -0.001], [0.0, 0.0, -0.05, -0.0005]]
 @pytest.fixture
 def ckpt(tmp_path):
     path = tmp_path / "diag2.safetensors"
-    save_checkpoint(path, LinearTransformer.from_omegas(torch.tensor(OMEGA, dtype=torch.float64), d=10), step=7, noise="uniform:2")
+    save_checkpoint(
+        path, LinearTransformer.from_omegas(torch.tensor(OMEGA, dtype=torch.float64), d=10), step=7, noise="uniform:2"
+    )
     return path
 
 
@@ -35,8 +37,20 @@ def test_probe_writes_schema_and_table(ckpt, tmp_path, capsys):
     assert doc["format"] == "interp-probe" and doc["format_version"] == 1 and doc["command"][:2] == ["interp", "probe"]
     (rec,) = doc["models"]
     assert rec["step"] == 7 and rec["noise"] == "uniform:2" and rec["param"] == "diag" and rec["n_layers"] == 2
-    for key in ("implicit", "solvers", "implied_lambda", "omegas", "lemma44", "momentum", "rescaling",
-                "effective_step", "fits", "projection", "const_ridge", "ablation"):
+    for key in (
+        "implicit",
+        "solvers",
+        "implied_lambda",
+        "omegas",
+        "lemma44",
+        "momentum",
+        "rescaling",
+        "effective_step",
+        "fits",
+        "projection",
+        "const_ridge",
+        "ablation",
+    ):
         assert key in rec, key
     assert max(rec["implicit"]["lstsq_vs_recursion"]) < 1e-8 and max(rec["lemma44"]["recursion_error"]) < 1e-10
     assert len(rec["solvers"]["cos_ols"]) == 3 and rec["solvers"]["cos_ols"][0] is None  # w⁰ = 0
@@ -49,21 +63,25 @@ def test_probe_writes_schema_and_table(ckpt, tmp_path, capsys):
 
 def test_probe_noise_override_and_two_checkpoints(ckpt, tmp_path, capsys):
     out = tmp_path / "p.json"
-    code, _, _ = probe([ckpt, ckpt, "--noise", "categorical:1,3", "--n-seq", 300, "--ablation-seq", 0, "--out", out],
-                       capsys)
+    code, _, _ = probe(
+        [ckpt, ckpt, "--noise", "categorical:1,3", "--n-seq", 300, "--ablation-seq", 0, "--out", out], capsys
+    )
     doc = json.loads(out.read_text())
     assert code == 0 and len(doc["models"]) == 2 and "ablation" not in doc["models"][0]
     assert doc["models"][0]["noise"] == "categorical:1,3" and doc["models"][0]["implied_lambda"]["sigma"] == [1.0, 3.0]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["missing.safetensors"], "missing.safetensors"),
-    (["{ckpt}", "--n-seq", "0"], "--n-seq"),
-    (["{ckpt}", "--noise", "gauss:1"], "gauss"),
-    (["{ckpt}", "--ablation-seq", "-1"], "--ablation-seq"),
-    (["{bad}"], "bad.safetensors"),
-    (["{ckpt}", "--n", "5"], "--n"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["missing.safetensors"], "missing.safetensors"),
+        (["{ckpt}", "--n-seq", "0"], "--n-seq"),
+        (["{ckpt}", "--noise", "gauss:1"], "gauss"),
+        (["{ckpt}", "--ablation-seq", "-1"], "--ablation-seq"),
+        (["{bad}"], "bad.safetensors"),
+        (["{ckpt}", "--n", "5"], "--n"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args, needle, ckpt, tmp_path, capsys):
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"not a checkpoint")
@@ -80,10 +98,28 @@ def test_out_directory_must_exist(ckpt, tmp_path, capsys):
 @pytest.mark.slow
 def test_probe_subprocess(ckpt, tmp_path):
     out = tmp_path / "p.json"
-    run = subprocess.run([sys.executable, "-m", "interp.cli", "probe", str(ckpt), "--n-seq", "200",
-                          "--ablation-seq", "200", "--out", str(out)], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "interp.cli",
+            "probe",
+            str(ckpt),
+            "--n-seq",
+            "200",
+            "--ablation-seq",
+            "200",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert json.loads(out.read_text())["models"][0]["n_layers"] == 2
-    bad = subprocess.run([sys.executable, "-m", "interp.cli", "probe", str(tmp_path / "x"), "--out", str(out)],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "interp.cli", "probe", str(tmp_path / "x"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr

@@ -14,20 +14,23 @@ def ckpt(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("argv,name", [
-    (["--noise", "uniform:-1"], "--noise"),
-    (["--noise", "fixed:-0.5"], "--noise"),
-    (["--noise", "gaussian:1"], "--noise"),
-    (["--layers", "0"], "--layers"),
-    (["--layers", "two"], "--layers"),
-    (["--arch", "sparse"], "--arch"),
-    (["--d", "-3"], "--d"),
-    (["--lr", "-1"], "--lr"),
-    (["--steps", "0"], "--steps"),
-    (["--init", "/nonexistent/ckpt.safetensors"], "--init"),
-    (["--resume", "/nonexistent/run"], "--resume"),
-    ([], "--out"),
-])
+@pytest.mark.parametrize(
+    "argv,name",
+    [
+        (["--noise", "uniform:-1"], "--noise"),
+        (["--noise", "fixed:-0.5"], "--noise"),
+        (["--noise", "gaussian:1"], "--noise"),
+        (["--layers", "0"], "--layers"),
+        (["--layers", "two"], "--layers"),
+        (["--arch", "sparse"], "--arch"),
+        (["--d", "-3"], "--d"),
+        (["--lr", "-1"], "--lr"),
+        (["--steps", "0"], "--steps"),
+        (["--init", "/nonexistent/ckpt.safetensors"], "--init"),
+        (["--resume", "/nonexistent/run"], "--resume"),
+        ([], "--out"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(capsys, tmp_path, argv, name):
     if "--init" not in argv and "--resume" not in argv and argv:
         argv = [*argv, "--out", str(tmp_path / "run")]
@@ -37,8 +40,9 @@ def test_bad_arguments_exit_2_with_one_line(capsys, tmp_path, argv, name):
 
 
 def test_d_mismatch_with_init_checkpoint(capsys, tmp_path, ckpt):
-    code, _, err = run_cli(capsys, "train", "--init", str(ckpt), "--d", "10", "--layers", "2",
-                           "--out", str(tmp_path / "r"))
+    code, _, err = run_cli(
+        capsys, "train", "--init", str(ckpt), "--d", "10", "--layers", "2", "--out", str(tmp_path / "r")
+    )
     assert code == 2 and "--d" in err and "d=3" in err and err.count("\n") == 1
 
 
@@ -61,8 +65,27 @@ def test_resume_of_a_non_run_and_conflicting_args(capsys, tmp_path):
     (tmp_path / "plain").mkdir()
     code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "plain"))
     assert code == 2 and Run.CONFIG_FILE in err and err.count("\n") == 1
-    code, _, _ = run_cli(capsys, "train", "--arch", "diag", "--layers", "1", "--d", "2", "--n", "4", "--batch", "8",
-                         "--steps", "5", "--save-every", "1", "--no-progress", "--out", str(tmp_path / "ok"))
+    code, _, _ = run_cli(
+        capsys,
+        "train",
+        "--arch",
+        "diag",
+        "--layers",
+        "1",
+        "--d",
+        "2",
+        "--n",
+        "4",
+        "--batch",
+        "8",
+        "--steps",
+        "5",
+        "--save-every",
+        "1",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "ok"),
+    )
     assert code == 0
     code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "ok"), "--d", "5")
     assert code == 2 and "--d" in err and err.count("\n") == 1

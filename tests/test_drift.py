@@ -9,7 +9,13 @@ from interp.evalset import EvalSet
 from interp.evaluate import ScoredSet, adjusted_losses, evaluate
 from interp.model import LinearTransformer
 from interp.probes.drift import (
-    DriftData, DriftRecord, drift_record, drift_trajectory, functional_metrics, offdiag_part, scalar_identity_deviation,
+    DriftData,
+    DriftRecord,
+    drift_record,
+    drift_trajectory,
+    functional_metrics,
+    offdiag_part,
+    scalar_identity_deviation,
     weight_metrics,
 )
 from interp.tasks import TaskBatch, sample_tasks
@@ -42,8 +48,20 @@ def rotate(b: TaskBatch, O) -> TaskBatch:
 
 
 Tensor = torch.Tensor
-INVARIANT = ["omega", "norm", "share_outside", "share_outside_read", "remainder_sv", "remainder_sv_rel",
-             "remainder_effective_rank", "remainder_top1_share", "x_block_dev_P", "x_block_dev_Q", "write_share", "register_cos"]
+INVARIANT = [
+    "omega",
+    "norm",
+    "share_outside",
+    "share_outside_read",
+    "remainder_sv",
+    "remainder_sv_rel",
+    "remainder_effective_rank",
+    "remainder_top1_share",
+    "x_block_dev_P",
+    "x_block_dev_Q",
+    "write_share",
+    "register_cos",
+]
 
 
 def test_weight_metrics_invariant_to_rescaling_head_permutation_and_rotation():
@@ -54,8 +72,9 @@ def test_weight_metrics_invariant_to_rescaling_head_permutation_and_rotation():
         torch.testing.assert_close(getattr(a, key), getattr(b, key), rtol=1e-9, atol=1e-12, msg=key)
     for key in ("remainder_block_share", "remainder_block_sv"):
         for block in getattr(a, key):
-            torch.testing.assert_close(getattr(a, key)[block], getattr(b, key)[block], rtol=1e-9, atol=1e-12,
-                                       msg=f"{key} {block}")
+            torch.testing.assert_close(
+                getattr(a, key)[block], getattr(b, key)[block], rtol=1e-9, atol=1e-12, msg=f"{key} {block}"
+            )
     for key in ("x_block_dev_P_per_head", "offdiag_sv_rel_Q_per_head"):  # per head: the same set of heads
         ours, theirs = getattr(a, key).sort(1).values, getattr(b, key).sort(1).values
         torch.testing.assert_close(ours, theirs, rtol=1e-9, atol=1e-12)
@@ -142,8 +161,15 @@ def test_drift_loss_is_the_adjusted_loss_and_the_record_round_trips():
     assert rec.functional.loss == pytest.approx(ref.mean, rel=1e-10)
     assert rec.functional.loss_stderr == pytest.approx(ref.stderr, rel=1e-8)
     assert adjusted_losses({"m": model}, data.scored)["m"].mean().item() == pytest.approx(ref.mean, rel=1e-10)
-    assert data.describe() == {"noise": "uniform:2", "d": D_, "n": N_, "eval_seq": 3_000, "eval_seed": 11,
-                               "fit_seq": 64, "fit_seed": data.fit_seed}
+    assert data.describe() == {
+        "noise": "uniform:2",
+        "d": D_,
+        "n": N_,
+        "eval_seq": 3_000,
+        "eval_seed": 11,
+        "fit_seq": 64,
+        "fit_seed": data.fit_seed,
+    }
     doc = rec.to_json()  # flat, as `interp drift --json` writes it
     assert doc["step"] == 5 and doc["gap_diag_projection"] == rec.functional.gap_diag_projection
     assert len(doc["remainder_sv"][0]) <= 8 and "gap_per_layer" in doc

@@ -1,4 +1,5 @@
-"""Adjusted loss (README, Conventions: adjusted loss): determinism, chunking, profiles, per-layer curves, and a trained 1-layer model."""
+"""Adjusted loss (README, Conventions: adjusted loss): determinism, chunking, profiles, per-layer curves, and a
+trained 1-layer model."""
 
 import pytest
 import torch
@@ -6,8 +7,17 @@ import torch
 from interp.baselines import AdaRR, ConstRR, GDk, oracle_predict
 from interp.config import ModelConfig, TrainConfig
 from interp.evalset import EvalSet
-from interp.evaluate import (ScoredSet, adjusted_loss, adjusted_losses, evaluate, paper_value, per_layer_loss,
-                             per_layer_profile, sigma_grid, sigma_profile)
+from interp.evaluate import (
+    ScoredSet,
+    adjusted_loss,
+    adjusted_losses,
+    evaluate,
+    paper_value,
+    per_layer_loss,
+    per_layer_profile,
+    sigma_grid,
+    sigma_profile,
+)
 from interp.model import LinearTransformer
 from interp.train import train
 
@@ -27,8 +37,12 @@ def test_same_seed_same_numbers_for_any_chunk():
     y = torch.cat([b.tokens for b in big.replace(chunk=999).batches()])
     assert torch.equal(x, y) and torch.equal(big.draw().tokens, x) and x.shape[0] == 12_000
     # held in memory with the oracle's loss: the same per-sequence numbers
-    torch.testing.assert_close(adjusted_losses({"a": AdaRR()}, ScoredSet.of(data))["a"],
-                               adjusted_losses({"a": AdaRR()}, data)["a"], rtol=0, atol=0)
+    torch.testing.assert_close(
+        adjusted_losses({"a": AdaRR()}, ScoredSet.of(data))["a"],
+        adjusted_losses({"a": AdaRR()}, data)["a"],
+        rtol=0,
+        atol=0,
+    )
 
 
 def test_evalset_validates_and_describes():
@@ -85,8 +99,16 @@ def test_trained_one_layer_model_reaches_the_closed_form(tmp_path):
     noise, d, n = "uniform:5", 10, 20
     eta = 1 / (n + d + 1 + 25 / 3)
     closed_mse = 0.5 * d * (1 - n * eta)  # ≈ 2.458
-    cfg = TrainConfig(model=ModelConfig(d=d, n_layers=1, param="diag"), noise=noise, seed=0, steps=300, batch=1024,
-                      n_checkpoints=2, resume_every=10_000, log_every=100)
+    cfg = TrainConfig(
+        model=ModelConfig(d=d, n_layers=1, param="diag"),
+        noise=noise,
+        seed=0,
+        steps=300,
+        batch=1024,
+        n_checkpoints=2,
+        resume_every=10_000,
+        log_every=100,
+    )
     model = train(cfg, tmp_path / "run", progress=False).model
     omega_yx = model.omegas().omega_yx.item()
     assert -omega_yx == pytest.approx(eta, rel=0.03)

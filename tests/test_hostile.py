@@ -26,8 +26,16 @@ from interp.tasks import sample_tasks
 from interp.train import train
 from tests.helpers import random_full, run_cli
 
-CFG = TrainConfig(model=ModelConfig(d=2, n_layers=1, param="full"), noise="uniform:1", n=4, batch=16, steps=10,
-                  log_every=5, resume_every=5, n_checkpoints=3)
+CFG = TrainConfig(
+    model=ModelConfig(d=2, n_layers=1, param="full"),
+    noise="uniform:1",
+    n=4,
+    batch=16,
+    steps=10,
+    log_every=5,
+    resume_every=5,
+    n_checkpoints=3,
+)
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +107,7 @@ def test_fifo_named_like_a_checkpoint_is_refused_without_hanging(tmp_path, capsy
 
     def hung(*_):
         raise TimeoutError("reading a FIFO hung")
+
     old = signal.signal(signal.SIGALRM, hung)
     signal.alarm(30)  # a hang fails the test instead of stalling the suite
     try:
@@ -126,8 +135,11 @@ def _file(tmp_path, tensors, meta, name="bad.safetensors"):
 def test_oversized_declarations_are_refused_before_allocation(tmp_path):
     cfg = ModelConfig(d=2, n_layers=1).to_dict()
     small = {"blocks.0.attn.P": torch.zeros(1, 3, 3), "blocks.0.attn.Q": torch.zeros(1, 3, 3)}
-    for key, value, needle in (("n_heads", 10**12, "n_heads must be in"), ("d", 10**9, "d must be in"),
-                               ("n_layers", 10**6, "n_layers must be in")):
+    for key, value, needle in (
+        ("n_heads", 10**12, "n_heads must be in"),
+        ("d", 10**9, "d must be in"),
+        ("n_layers", 10**6, "n_layers must be in"),
+    ):
         path = _file(tmp_path, small, {"model_config": {**cfg, key: value}, "step": 0})
         assert path.stat().st_size < 1000
         with pytest.raises(ck.CheckpointError, match=needle):
@@ -138,7 +150,7 @@ def test_oversized_declarations_are_refused_before_allocation(tmp_path):
         interp.load(path)
     # a header declaring more bytes than the file holds, and a header length of 2^60
     data = bytearray((tmp_path / "bad.safetensors").read_bytes())
-    header = json.loads(data[8: 8 + int.from_bytes(data[:8], "little")])
+    header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
     header["blocks.0.attn.P"]["shape"] = [2**20, 3, 3]
     blob = json.dumps(header).encode()
     (tmp_path / "huge.safetensors").write_bytes(len(blob).to_bytes(8, "little") + blob + bytes(72))
@@ -162,13 +174,20 @@ def test_integer_and_bool_checkpoints_are_refused(tmp_path):
             interp.load(_file(tmp_path, t, {"model_config": cfg, "step": 0}))
 
 
-@pytest.mark.parametrize("meta,needle", [(5, "must be a JSON object"), (None, "must be a JSON object"),
-                                         ([], "must be a JSON object"), ({"step": 0}, "no model_config"),
-                                         ({"model_config": None, "step": 0}, "bad model config"),
-                                         ({"model_config": {"d": 10.5}, "step": 0}, "d must be int"),
-                                         ({"model_config": {"d": True}, "step": 0}, "d must be int"),
-                                         ({"model_config": {}, "step": -1}, "step must be an integer"),
-                                         ({"model_config": {}, "step": 0, "noise": "gauss:1"}, "noise prior")])
+@pytest.mark.parametrize(
+    "meta,needle",
+    [
+        (5, "must be a JSON object"),
+        (None, "must be a JSON object"),
+        ([], "must be a JSON object"),
+        ({"step": 0}, "no model_config"),
+        ({"model_config": None, "step": 0}, "bad model config"),
+        ({"model_config": {"d": 10.5}, "step": 0}, "d must be int"),
+        ({"model_config": {"d": True}, "step": 0}, "d must be int"),
+        ({"model_config": {}, "step": -1}, "step must be an integer"),
+        ({"model_config": {}, "step": 0, "noise": "gauss:1"}, "noise prior"),
+    ],
+)
 def test_bad_metadata_is_one_checkpoint_error(tmp_path, meta, needle):
     path = _file(tmp_path, {"x": torch.zeros(1)}, meta)
     with pytest.raises(ck.CheckpointError, match=needle) as err:
@@ -177,18 +196,21 @@ def test_bad_metadata_is_one_checkpoint_error(tmp_path, meta, needle):
 
 
 # ---------------------------------------------------------------------------- bad run configs and resume states
-@pytest.mark.parametrize("edit,needle", [
-    (lambda c: None, "must be a JSON object"),
-    (lambda c: [c], "must be a JSON object"),
-    (lambda c: {**c, "model": {**c["model"], "d": 10.5}}, "d must be int"),
-    (lambda c: {**c, "model": {**c["model"], "d": True}}, "d must be int"),
-    (lambda c: {**c, "model": None}, "model config must be a JSON object"),
-    (lambda c: {**c, "batch": "many"}, "batch must be int"),
-    (lambda c: {**c, "batch": 10**10}, "batch must be in"),
-    (lambda c: {**c, "lr": -1}, "lr must be in"),
-    (lambda c: {**c, "noise": "gauss:1"}, "unknown noise prior"),
-    (lambda c: {k: v for k, v in c.items() if k != "format_version"}, "format version"),
-])
+@pytest.mark.parametrize(
+    "edit,needle",
+    [
+        (lambda c: None, "must be a JSON object"),
+        (lambda c: [c], "must be a JSON object"),
+        (lambda c: {**c, "model": {**c["model"], "d": 10.5}}, "d must be int"),
+        (lambda c: {**c, "model": {**c["model"], "d": True}}, "d must be int"),
+        (lambda c: {**c, "model": None}, "model config must be a JSON object"),
+        (lambda c: {**c, "batch": "many"}, "batch must be int"),
+        (lambda c: {**c, "batch": 10**10}, "batch must be in"),
+        (lambda c: {**c, "lr": -1}, "lr must be in"),
+        (lambda c: {**c, "noise": "gauss:1"}, "unknown noise prior"),
+        (lambda c: {k: v for k, v in c.items() if k != "format_version"}, "format version"),
+    ],
+)
 def test_bad_config_is_one_line(tmp_path, run_dir, capsys, edit, needle):
     run = Run(tmp_path / "run")
     run.path.mkdir()
@@ -222,26 +244,33 @@ def test_resume_state_missing_a_part_is_one_line(tmp_path, drop, capsys):
 
 
 # ---------------------------------------------------------------------------- bad values on the command line
-@pytest.mark.parametrize("argv,needle", [
-    (["train", "--batch", "1e10"], "--batch"),
-    (["train", "--batch", "10000000000"], "--batch"),
-    (["train", "--heads", "1000000000000"], "--heads"),
-    (["train", "--d", "100000"], "--d"),
-    (["train", "--steps", "10000000000"], "--steps"),
-    (["train", "--batch", "100000", "--n", "1000"], "batch"),
-    (["train", "--device", "bogus"], "--device"),
-    (["train", "--device", "cuda:99"], "--device"),
-    (["eval", "--sigmas", "0:1e12:1", "--no-baselines"], "--sigmas"),
-    (["eval", "--sigmas", ",".join(["1"] * 2000)], "--sigmas"),
-    (["eval", "--sigmas", "0:inf:1"], "--sigmas"),
-    (["eval", "--n-seq", "1000000000000"], "--n-seq"),
-    (["eval", "--chunk", "10000000", "--n", "1000"], "--chunk"),
-    (["probe", "--n-seq", "1000000000000"], "--n-seq"),
-    (["drift", "--eval-seq", "1000000000000"], "--eval-seq"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["train", "--batch", "1e10"], "--batch"),
+        (["train", "--batch", "10000000000"], "--batch"),
+        (["train", "--heads", "1000000000000"], "--heads"),
+        (["train", "--d", "100000"], "--d"),
+        (["train", "--steps", "10000000000"], "--steps"),
+        (["train", "--batch", "100000", "--n", "1000"], "batch"),
+        (["train", "--device", "bogus"], "--device"),
+        (["train", "--device", "cuda:99"], "--device"),
+        (["eval", "--sigmas", "0:1e12:1", "--no-baselines"], "--sigmas"),
+        (["eval", "--sigmas", ",".join(["1"] * 2000)], "--sigmas"),
+        (["eval", "--sigmas", "0:inf:1"], "--sigmas"),
+        (["eval", "--n-seq", "1000000000000"], "--n-seq"),
+        (["eval", "--chunk", "10000000", "--n", "1000"], "--chunk"),
+        (["probe", "--n-seq", "1000000000000"], "--n-seq"),
+        (["drift", "--eval-seq", "1000000000000"], "--eval-seq"),
+    ],
+)
 def test_bad_counts_and_devices_are_one_line(tmp_path, run_dir, capsys, argv, needle):
-    extra = {"train": ["--out", tmp_path / "r"], "eval": [run_dir], "probe": [run_dir, "--out", tmp_path / "p.json"],
-             "drift": [run_dir]}[argv[0]]
+    extra = {
+        "train": ["--out", tmp_path / "r"],
+        "eval": [run_dir],
+        "probe": [run_dir, "--out", tmp_path / "p.json"],
+        "drift": [run_dir],
+    }[argv[0]]
     code, _, err = run_cli(capsys, *argv, *extra)
     _one_line(code, err, needle)
     assert not (tmp_path / "r").exists()
@@ -262,9 +291,14 @@ def test_model_inputs():
     assert torch.equal(model(batch.tokens), model(batch.tokens.float()))
     with pytest.raises(TypeError, match="floating point, got int64"):
         model(batch.tokens.long())
-    for bad, err in ((batch.tokens.long(), TypeError), (batch.tokens.bool(), TypeError),
-                     (batch.tokens.tolist(), TypeError), (batch.tokens.numpy(), TypeError),
-                     (batch.tokens.float()[:0], ValueError), (batch.tokens.float()[:, :, :2], ValueError)):
+    for bad, err in (
+        (batch.tokens.long(), TypeError),
+        (batch.tokens.bool(), TypeError),
+        (batch.tokens.tolist(), TypeError),
+        (batch.tokens.numpy(), TypeError),
+        (batch.tokens.float()[:0], ValueError),
+        (batch.tokens.float()[:, :, :2], ValueError),
+    ):
         with pytest.raises(err):
             model(bad)
     with pytest.raises(ValueError, match="finite"):
@@ -275,10 +309,18 @@ def test_model_inputs():
         LinearTransformer.from_omegas(torch.tensor([[1.0, 0.0, float("inf"), 0.0]]), d=2)
 
 
-@pytest.mark.parametrize("kwargs,err", [(dict(batch=-1), ValueError), (dict(batch=0), ValueError),
-                                        (dict(d=0), ValueError), (dict(n=0), ValueError),
-                                        (dict(d=2.5), TypeError), (dict(batch=True), TypeError),
-                                        (dict(batch=10**6, n=1000, d=1000), ValueError)])
+@pytest.mark.parametrize(
+    "kwargs,err",
+    [
+        (dict(batch=-1), ValueError),
+        (dict(batch=0), ValueError),
+        (dict(d=0), ValueError),
+        (dict(n=0), ValueError),
+        (dict(d=2.5), TypeError),
+        (dict(batch=True), TypeError),
+        (dict(batch=10**6, n=1000, d=1000), ValueError),
+    ],
+)
 def test_sample_tasks_sizes(kwargs, err):
     args = dict(batch=4, d=2, n=3) | kwargs
     with pytest.raises(err):
@@ -299,23 +341,38 @@ def test_config_types():
 
 
 # ---------------------------------------------------------------------------- property: only the loader's error
-_HEADER_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-                              lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                                          max_size=4), max_leaves=12)
-_MODEL_CONFIG = st.fixed_dictionaries({}, optional={
-    "d": st.one_of(st.integers(-3, 10**13), st.floats(), st.booleans(), st.none()),
-    "n_layers": st.one_of(st.integers(-3, 10**13), st.text(max_size=3)),
-    "n_heads": st.one_of(st.integers(-3, 10**13), st.floats()),
-    "param": st.sampled_from(["full", "diag", "gdpp", "sparse", ""]),
-    "dtype": st.sampled_from(["float32", "float64", "int64", "bool"]),
-    "init_scale": st.floats(), "extra": _HEADER_VALUES})
-_META = st.one_of(_HEADER_VALUES, st.fixed_dictionaries(
-    {"model_config": st.one_of(_MODEL_CONFIG, _HEADER_VALUES)},
-    optional={"step": _HEADER_VALUES | st.integers(), "noise": st.text(max_size=12)}))
+_HEADER_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+_MODEL_CONFIG = st.fixed_dictionaries(
+    {},
+    optional={
+        "d": st.one_of(st.integers(-3, 10**13), st.floats(), st.booleans(), st.none()),
+        "n_layers": st.one_of(st.integers(-3, 10**13), st.text(max_size=3)),
+        "n_heads": st.one_of(st.integers(-3, 10**13), st.floats()),
+        "param": st.sampled_from(["full", "diag", "gdpp", "sparse", ""]),
+        "dtype": st.sampled_from(["float32", "float64", "int64", "bool"]),
+        "init_scale": st.floats(),
+        "extra": _HEADER_VALUES,
+    },
+)
+_META = st.one_of(
+    _HEADER_VALUES,
+    st.fixed_dictionaries(
+        {"model_config": st.one_of(_MODEL_CONFIG, _HEADER_VALUES)},
+        optional={"step": _HEADER_VALUES | st.integers(), "noise": st.text(max_size=12)},
+    ),
+)
 _TENSORS = st.dictionaries(
     st.sampled_from(["blocks.0.attn.P", "blocks.0.attn.Q", "blocks.0.attn.p_x", "model.blocks.0.attn.P", "x"]),
-    st.tuples(st.sampled_from([torch.float32, torch.float64, torch.int64, torch.bool, torch.uint8]),
-              st.lists(st.integers(0, 4), max_size=4)), max_size=4)
+    st.tuples(
+        st.sampled_from([torch.float32, torch.float64, torch.int64, torch.bool, torch.uint8]),
+        st.lists(st.integers(0, 4), max_size=4),
+    ),
+    max_size=4,
+)
 
 
 def _expect_checkpoint_error(path):
@@ -337,8 +394,11 @@ def test_random_bytes_only_raise_checkpoint_error(tmp_path, data):
 @given(meta=_META, tensors=_TENSORS, flip=st.integers(0, 2000), cut=st.integers(0, 5))
 def test_random_metadata_only_raises_checkpoint_error(tmp_path, meta, tensors, flip, cut):
     tens = {k: torch.zeros(shape, dtype=dtype) for k, (dtype, shape) in tensors.items()}
-    header = {"format": ck.FORMAT, "format_version": str(ck.FORMAT_VERSION),
-              "meta": json.dumps(meta) if cut != 1 else "{"}
+    header = {
+        "format": ck.FORMAT,
+        "format_version": str(ck.FORMAT_VERSION),
+        "meta": json.dumps(meta) if cut != 1 else "{",
+    }
     data = bytearray(st_save(tens, metadata=header))
     if cut == 2 and data:  # flip one byte anywhere
         data[flip % len(data)] ^= 0xFF

@@ -41,7 +41,8 @@ def test_forward_matches_per_token_loop_full_multihead():
 
 @pytest.mark.parametrize("param", ["diag", "gdpp"])
 def test_diag_and_gdpp_match_closed_form_update(param):
-    """x_i ← x_i + ω_xx Σ x_i + ω_xy y_i α, y_i ← y_i + ω_yx ⟨α, x_i⟩ + ω_yy λ y_i (Vladymyrov et al. 2024, DIAG; README, Conventions)."""
+    """x_i ← x_i + ω_xx Σ x_i + ω_xy y_i α, y_i ← y_i + ω_yx ⟨α, x_i⟩ + ω_yy λ y_i (Vladymyrov et al. 2024, DIAG;
+    README, Conventions)."""
     d = 4
     model = random_diag(d=d, n_layers=2, n_heads=3, param=param, scale=0.15)
     batch = small_batch(batch=5, d=d, n=7)
@@ -129,7 +130,8 @@ def test_hook_intervention_changes_output():
     with torch.no_grad():
         clean = model(batch.tokens)
         ablated = model.run_with_hooks(
-            batch.tokens, fwd_hooks=[("blocks.1.hook_attn_out", lambda act, hook: torch.zeros_like(act))])
+            batch.tokens, fwd_hooks=[("blocks.1.hook_attn_out", lambda act, hook: torch.zeros_like(act))]
+        )
         one_layer = model.predict_per_layer(batch.tokens)[1]
     assert not torch.allclose(clean, ablated)
     torch.testing.assert_close(ablated, one_layer)  # zeroing the last layer leaves the 1-layer prediction

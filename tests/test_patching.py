@@ -84,8 +84,9 @@ def test_patching_matches_the_float64_reference_forward(fn):
     for index in torch.cartesian_prod(*[torch.arange(sizes[a]) for a in axes]).reshape(-1, len(axes)):
         layer = int(index[0])
         cell = [int(i) for i in index]
-        patch = lambda n, l, act: (replace(act.clone(), ref_clean[name, layer], cell)
-                                   if (n, l) == (name, layer) else None)
+        patch = lambda n, l, act: (
+            replace(act.clone(), ref_clean[name, layer], cell) if (n, l) == (name, layer) else None
+        )
         expected, _ = reference_run(P, Q, corrupted, patch)
         torch.testing.assert_close(result[tuple(index.tolist())], expected, rtol=1e-9, atol=1e-12)
 
@@ -101,15 +102,22 @@ def zoo_run():
     return model, clean.tokens, corrupted, clean_cache, metric
 
 
-@pytest.mark.parametrize("fn, name, where", [
-    (patching.get_act_patch_resid_pre, "blocks.{}.hook_resid_pre", lambda p: (slice(None), p)),
-    (patching.get_act_patch_attn_out, "blocks.{}.hook_attn_out", lambda p: (slice(None), p)),
-    (patching.get_act_patch_attn_head_out_all_pos, "blocks.{}.attn.hook_result",
-     lambda h: (slice(None), slice(None), h)),
-    (patching.get_act_patch_resid_post, "blocks.{}.hook_resid_post", lambda p: (slice(None), p)),
-    (patching.get_act_patch_attn_head_pattern_all_pos, "blocks.{}.attn.hook_pattern", lambda h: (slice(None), h)),
-    (patching.get_act_patch_stats, "blocks.{}.attn.hook_stats", None),
-], ids=["resid_pre", "attn_out", "head_out", "resid_post", "pattern", "stats"])
+@pytest.mark.parametrize(
+    "fn, name, where",
+    [
+        (patching.get_act_patch_resid_pre, "blocks.{}.hook_resid_pre", lambda p: (slice(None), p)),
+        (patching.get_act_patch_attn_out, "blocks.{}.hook_attn_out", lambda p: (slice(None), p)),
+        (
+            patching.get_act_patch_attn_head_out_all_pos,
+            "blocks.{}.attn.hook_result",
+            lambda h: (slice(None), slice(None), h),
+        ),
+        (patching.get_act_patch_resid_post, "blocks.{}.hook_resid_post", lambda p: (slice(None), p)),
+        (patching.get_act_patch_attn_head_pattern_all_pos, "blocks.{}.attn.hook_pattern", lambda h: (slice(None), h)),
+        (patching.get_act_patch_stats, "blocks.{}.attn.hook_stats", None),
+    ],
+    ids=["resid_pre", "attn_out", "head_out", "resid_post", "pattern", "stats"],
+)
 def test_patching_matches_a_hand_written_loop_and_changes_nothing(zoo_run, fn, name, where):
     model, _, corrupted, clean_cache, metric = zoo_run
     before = corrupted.clone(), {k: v.clone() for k, v in clean_cache.items()}, model.P.detach().clone()
@@ -118,6 +126,7 @@ def test_patching_matches_a_hand_written_loop_and_changes_nothing(zoo_run, fn, n
     by_hand = torch.zeros(result.shape)
     for layer in range(4):
         for j in range(second):
+
             def hook(act, hook, layer=layer, j=j):
                 act = act.clone()
                 clean = clean_cache[name.format(layer)]
@@ -125,6 +134,7 @@ def test_patching_matches_a_hand_written_loop_and_changes_nothing(zoo_run, fn, n
                     return clean.clone()
                 act[where(j)] = clean[where(j)]
                 return act
+
             with torch.no_grad():
                 out = model.run_with_hooks(corrupted, fwd_hooks=[(name.format(layer), hook)])
             by_hand[(layer, j) if result.ndim == 2 else layer] = metric(out)
@@ -178,5 +188,6 @@ def test_bad_inputs_get_one_line_errors():
     with pytest.raises(ValueError, match="corrupted_tokens"):
         patching.get_act_patch_resid_pre(model, clean[0], cache, metric)
     with pytest.raises(ValueError, match="activation_name"):
-        patching.generic_activation_patch(model, clean, cache, metric, patching.layer_pos_patch_setter, "mlp_out",
-                                          ("layer", "pos"))
+        patching.generic_activation_patch(
+            model, clean, cache, metric, patching.layer_pos_patch_setter, "mlp_out", ("layer", "pos")
+        )

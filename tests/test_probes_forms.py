@@ -9,8 +9,15 @@ from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
 from interp.model import LinearTransformer
 from interp.probes import (
-    diag_ablation, diag_projection, effective_step, fit_layer_maps, implicit_model, layer_omegas, lemma44,
-    rescaling_factor, with_diag_layers,
+    diag_ablation,
+    diag_projection,
+    effective_step,
+    fit_layer_maps,
+    implicit_model,
+    layer_omegas,
+    lemma44,
+    rescaling_factor,
+    with_diag_layers,
 )
 from interp.probes.forms import const_ridge_fit, heads_from_operator, layer_update
 from interp.tasks import sample_tasks
@@ -49,15 +56,17 @@ def test_equivariant_fit_recovers_planted_coefficients():
     D = d + 1
     c = torch.tensor([0.03, -0.02, 0.01, -0.05, 0.04, -0.015, 0.025], dtype=torch.float64)
     e = torch.eye(D, dtype=torch.float64)
-    ex, ey = e[:, :d] @ e[:d], e[d:].T @ e[d:]  # projectors on x and y coordinates
+    ex = e[:, :d] @ e[:d]  # projector on the x coordinates
     ed = e[d]
-    K = (c[0] * torch.einsum("ia,jb->ijab", ex, ex)  # A = c1 Σ
-         + c[1] * torch.einsum("ij,ab->ijab", ex, ex)  # + c2 tr(Σ) I
-         + c[2] * torch.einsum("ij,a,b->ijab", ex, ed, ed)  # + c3 λ I
-         + c[3] * torch.einsum("ia,j,b->ijab", ex, ed, ed)  # b = c4 α
-         + c[4] * torch.einsum("i,a,jb->ijab", ed, ed, ex)  # c = c5 α
-         + c[5] * torch.einsum("i,j,a,b->ijab", ed, ed, ed, ed)  # d = c6 λ
-         + c[6] * torch.einsum("i,j,ab->ijab", ed, ed, ex))  # + c7 tr Σ
+    K = (
+        c[0] * torch.einsum("ia,jb->ijab", ex, ex)  # A = c1 Σ
+        + c[1] * torch.einsum("ij,ab->ijab", ex, ex)  # + c2 tr(Σ) I
+        + c[2] * torch.einsum("ij,a,b->ijab", ex, ed, ed)  # + c3 λ I
+        + c[3] * torch.einsum("ia,j,b->ijab", ex, ed, ed)  # b = c4 α
+        + c[4] * torch.einsum("i,a,jb->ijab", ed, ed, ex)  # c = c5 α
+        + c[5] * torch.einsum("i,j,a,b->ijab", ed, ed, ed, ed)  # d = c6 λ
+        + c[6] * torch.einsum("i,j,ab->ijab", ed, ed, ex)
+    )  # + c7 tr Σ
     P, Q = heads_from_operator(K)
     model = LinearTransformer.from_matrices(P[None], Q[None])
     batch = tasks(300, d, n)

@@ -85,8 +85,9 @@ def test_implied_lambda_recovers_a_planted_ridge():
     torch.testing.assert_close(lam[1], lam0, rtol=1e-5, atol=0)
     assert err[1].max() < 1e-6
     # OLS (λ = 0) and ridge against the reference solvers
-    torch.testing.assert_close(ctx.ols_weights(), torch.linalg.solve(batch.x.transpose(1, 2) @ batch.x,
-                                                            (batch.x * batch.y[..., None]).sum(1)))
+    torch.testing.assert_close(
+        ctx.ols_weights(), torch.linalg.solve(batch.x.transpose(1, 2) @ batch.x, (batch.x * batch.y[..., None]).sum(1))
+    )
 
 
 def test_lstsq_needs_enough_tokens():

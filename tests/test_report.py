@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 
 import pytest
 from plotly.offline import get_plotlyjs
-
 from report_fixtures import CAT, NOISE, make_runs, quick_report
 
 pytestmark = pytest.mark.slow
 
-PANELS = ["loss-vs-layers", f"profiles-{NOISE.replace(':', '-')}", "profiles-categorical-1-3", "heatmaps", "after-k-layers", "omegas", "solvers",
-          "momentum", "implied-lambda", "rescaling-step", "full-fits", "training", "drift"]
+PANELS = [
+    "loss-vs-layers",
+    f"profiles-{NOISE.replace(':', '-')}",
+    "profiles-categorical-1-3",
+    "heatmaps",
+    "after-k-layers",
+    "omegas",
+    "solvers",
+    "momentum",
+    "implied-lambda",
+    "rescaling-step",
+    "full-fits",
+    "training",
+    "drift",
+]
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +105,8 @@ def test_summary_rows_match_records_and_paper(report):
         assert r["paper"] is not None and r["ratio"] == pytest.approx(r["mean"] / r["paper"])  # Table 1 has uniform:1
     base = [r for r in rows if r["kind"] == "baseline"]
     assert sorted((r["noise"], r["name"]) for r in base) == sorted(
-        (p, b) for p in (NOISE, CAT) for b in ("ConstRR", "AdaRR", "TunedRR", "Bayes floor"))
+        (p, b) for p in (NOISE, CAT) for b in ("ConstRR", "AdaRR", "TunedRR", "Bayes floor")
+    )
     for prior in (NOISE, CAT):
         bayes = next(r for r in base if r["name"] == "Bayes floor" and r["noise"] == prior)
         assert all(bayes["mean"] <= r["mean"] + 3 * r["stderr"] for r in rows if r["noise"] == prior)  # a floor
@@ -206,8 +218,18 @@ def test_report_on_a_d5_model(tmp_path):
     from interp.train import train
 
     run = tmp_path / "full2_d5"
-    cfg = TrainConfig(model=ModelConfig(d=5, n_layers=2, n_heads=1, param="full"), noise="uniform:1", n=8, seed=0,
-                      steps=30, batch=128, lr=1e-2, n_checkpoints=4, log_every=5, resume_every=30)
+    cfg = TrainConfig(
+        model=ModelConfig(d=5, n_layers=2, n_heads=1, param="full"),
+        noise="uniform:1",
+        n=8,
+        seed=0,
+        steps=30,
+        batch=128,
+        lr=1e-2,
+        n_checkpoints=4,
+        log_every=5,
+        resume_every=30,
+    )
     train(cfg, run, progress=False)
     path, data = write_report([run], tmp_path / "r.html", Settings.quick())
     e = data.entries[0]

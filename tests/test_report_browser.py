@@ -15,26 +15,40 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from report_fixtures import quick_report
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = next((b for b in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable") if shutil.which(b)), None)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-extensions", "--hide-scrollbars", "--mute-audio"]
+CHROMIUM = next(
+    (b for b in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable") if shutil.which(b)), None
+)
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--hide-scrollbars",
+    "--mute-audio",
+]
 
 # Installed before any other script: records uncaught errors and console.error calls.
 CAPTURE = """<script>window.__errors = [];
 window.addEventListener('error', function (e) { window.__errors.push('error: ' + e.message); });
 window.addEventListener('unhandledrejection', function (e) { window.__errors.push('rejection: ' + e.reason); });
 (function () { var ce = console.error; console.error = function () {
-  window.__errors.push('console.error: ' + Array.prototype.join.call(arguments, ' ')); ce.apply(console, arguments); }; })();
+  window.__errors.push('console.error: ' + Array.prototype.join.call(arguments, ' '));
+  ce.apply(console, arguments); }; })();
 </script>"""
 # After load: does every figure container hold a drawn plot? The verdict goes into the DOM for --dump-dom.
 VERDICT = """<script>window.addEventListener('load', function () { setTimeout(function () {
   var divs = Array.prototype.slice.call(document.querySelectorAll('.plotly-graph-div'));
-  var drawn = divs.filter(function (d) { return d.querySelector('svg.main-svg') && d._fullData && d._fullData.length > 0; });
+  var drawn = divs.filter(function (d) {
+    return d.querySelector('svg.main-svg') && d._fullData && d._fullData.length > 0; });
   var v = {figures: divs.length, drawn: drawn.map(function (d) { return d.id; }),
            missing: divs.filter(function (d) { return drawn.indexOf(d) < 0; }).map(function (d) { return d.id; }),
            errors: window.__errors};
@@ -42,15 +56,19 @@ VERDICT = """<script>window.addEventListener('load', function () { setTimeout(fu
   document.body.appendChild(pre); }, 1000); });
 </script>"""
 
-requires_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary on PATH (install the Debian "
-                                       "'chromium' package: apt-get install -y chromium; .ci/run does this)")
+requires_chromium = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no Chromium binary on PATH (install the Debian "
+    "'chromium' package: apt-get install -y chromium; .ci/run does this)",
+)
 
 
 def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
     profile = tmp / "chromium-profile"
     profile.mkdir(exist_ok=True)
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +82,15 @@ def _verdict(root: Path, page: str, name: str = "probe.html") -> tuple[dict, sub
     """Open a copy of `page` with the error capture and the drawn-figure check; return the verdict."""
     probe = root / name
     probe.write_text(page.replace("<head>", "<head>" + CAPTURE, 1).replace("</body>", VERDICT + "</body>", 1))
-    res = _chromium(root, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=30000", "--window-size=1400,1000",
-                    "--dump-dom", probe.as_uri())
+    res = _chromium(
+        root,
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=30000",
+        "--window-size=1400,1000",
+        "--dump-dom",
+        probe.as_uri(),
+    )
     found = re.search(r'<pre id="verdict">(.*?)</pre>', res.stdout, re.S)
     assert found, f"no verdict in the DOM (chromium rc {res.returncode}): {res.stderr[-2000:]}"
     return json.loads(html_lib.unescape(found.group(1))), res
@@ -101,7 +126,9 @@ def test_screenshot(report):
     root, path = report
     shot = Path(os.environ.get("INTERP_REPORT_SCREENSHOT", root / "report.png"))
     shot.parent.mkdir(parents=True, exist_ok=True)
-    res = _chromium(root, "--virtual-time-budget=30000", "--window-size=1400,2400", f"--screenshot={shot}", path.as_uri())
+    res = _chromium(
+        root, "--virtual-time-budget=30000", "--window-size=1400,2400", f"--screenshot={shot}", path.as_uri()
+    )
     assert shot.is_file(), res.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"

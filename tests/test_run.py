@@ -22,22 +22,52 @@ from interp.train import train
 from tests.helpers import run_cli
 
 train_mod = importlib.import_module("interp.train")  # the module (interp.train is also the function)
-CFG = TrainConfig(model=ModelConfig(d=2, n_layers=1, param="full"), noise="uniform:1", n=4, batch=16, steps=40,
-                  log_every=5, resume_every=10, n_checkpoints=5)
-TRAIN_ARGS = ["--arch", "full", "--layers", "1", "--d", "2", "--n", "4", "--batch", "16", "--steps", "40",
-              "--noise", "uniform:1", "--save-every", "10", "--checkpoints", "5", "--no-progress"]
+CFG = TrainConfig(
+    model=ModelConfig(d=2, n_layers=1, param="full"),
+    noise="uniform:1",
+    n=4,
+    batch=16,
+    steps=40,
+    log_every=5,
+    resume_every=10,
+    n_checkpoints=5,
+)
+TRAIN_ARGS = [
+    "--arch",
+    "full",
+    "--layers",
+    "1",
+    "--d",
+    "2",
+    "--n",
+    "4",
+    "--batch",
+    "16",
+    "--steps",
+    "40",
+    "--noise",
+    "uniform:1",
+    "--save-every",
+    "10",
+    "--checkpoints",
+    "5",
+    "--no-progress",
+]
 # A writer as Run.lock() is one (exclusive flock on the lock file, PID inside), without importing torch.
-HOLD = ("import fcntl, os, sys, time\nos.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)\n"
-        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
-        "os.write(fd, str(os.getpid()).encode())\nprint('locked', flush=True)\ntime.sleep(120)\n")
+HOLD = (
+    "import fcntl, os, sys, time\nos.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)\n"
+    "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "os.write(fd, str(os.getpid()).encode())\nprint('locked', flush=True)\ntime.sleep(120)\n"
+)
 
 
 @pytest.fixture
 def holder(tmp_path):
     """A second process holding the writer lock of tmp_path/'run' until the test ends."""
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(Run(tmp_path / "run").lock_path)], stdout=subprocess.PIPE,
-                            env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(Run(tmp_path / "run").lock_path)], stdout=subprocess.PIPE, env=env, text=True
+    )
     assert proc.stdout.readline().strip() == "locked"
     yield proc
     proc.kill()
@@ -66,6 +96,7 @@ def _interrupt_at(monkeypatch, calls: int):
         if count[0] == calls:
             raise Interrupt
         return real(*args, **kwargs)
+
     monkeypatch.setattr(train_mod, "_loss", loss)
 
 
@@ -119,10 +150,12 @@ def test_edited_config_is_refused_on_resume(tmp_path, monkeypatch, capsys):
     monkeypatch.undo()
     run = Run(tmp_path / "run")
     original = run.config_path.read_text()
-    for edit, needle in ((lambda c: c["model"].update(n_layers=2), "model.n_layers: 1 in the checkpoint, 2 in the config"),
-                         (lambda c: c["model"].update(param="diag"), "model.param: 'full' in the checkpoint"),
-                         (lambda c: c.update(noise="uniform:3"), "noise: 'uniform:1' in the checkpoint"),
-                         (lambda c: c.update(batch=32), "batch: 16 in the checkpoint, 32 in the config")):
+    for edit, needle in (
+        (lambda c: c["model"].update(n_layers=2), "model.n_layers: 1 in the checkpoint, 2 in the config"),
+        (lambda c: c["model"].update(param="diag"), "model.param: 'full' in the checkpoint"),
+        (lambda c: c.update(noise="uniform:3"), "noise: 'uniform:1' in the checkpoint"),
+        (lambda c: c.update(batch=32), "batch: 16 in the checkpoint, 32 in the config"),
+    ):
         cfg = json.loads(original)
         edit(cfg)
         run.config_path.write_text(json.dumps(cfg))
@@ -137,9 +170,19 @@ def test_edited_config_is_refused_on_resume(tmp_path, monkeypatch, capsys):
     _assert_same_weights(tmp_path / "straight", run.path)
 
 
-@pytest.mark.parametrize("option,value", [("--batch", "32"), ("--save-every", "7"), ("--checkpoints", "9"),
-                                          ("--preset", "paper"), ("--clip", "0"), ("--device", "cpu:0"),
-                                          ("--init-noise", "0.1"), ("--out", "elsewhere")])
+@pytest.mark.parametrize(
+    "option,value",
+    [
+        ("--batch", "32"),
+        ("--save-every", "7"),
+        ("--checkpoints", "9"),
+        ("--preset", "paper"),
+        ("--clip", "0"),
+        ("--device", "cpu:0"),
+        ("--init-noise", "0.1"),
+        ("--out", "elsewhere"),
+    ],
+)
 def test_resume_refuses_options_that_change_the_run(tmp_path, capsys, option, value):
     code, _, _ = run_cli(capsys, "train", *TRAIN_ARGS, "--out", tmp_path / "run")
     assert code == 0
@@ -148,8 +191,9 @@ def test_resume_refuses_options_that_change_the_run(tmp_path, capsys, option, va
     code, _, err = run_cli(capsys, "train", "--resume", tmp_path / "run", option, value)
     assert code == 2 and option in err and err.count("\n") == 1
     assert {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()} == before
-    code, _, err = run_cli(capsys, "train", "--resume", tmp_path / "run", "--batch", "16", "--out", tmp_path / "run",
-                           "--no-progress")
+    code, _, err = run_cli(
+        capsys, "train", "--resume", tmp_path / "run", "--batch", "16", "--out", tmp_path / "run", "--no-progress"
+    )
     assert code == 0, err  # the same values are fine
 
 

@@ -58,8 +58,19 @@ def test_probe_numbers_do_not_depend_on_the_chunk():
     chunked = probe_model(model, data.replace(chunk=64), fit_seq=128, ablation_seq=0).to_json()
     assert one.keys() == chunked.keys() and one["n_seq"] == 192
     vec = lambda v: torch.tensor([float("nan") if x is None else x for x in v], dtype=torch.float64)  # noqa: E731
-    for section, key in (("solvers", "cos_ols"), ("solvers", "relerr_gd"), ("implied_lambda", "median"),
-                         ("momentum", "u_norm"), ("const_ridge", "relative_mismatch"),
-                         ("implicit", "prediction_error")):
-        torch.testing.assert_close(vec(one[section][key]), vec(chunked[section][key]), rtol=1e-10, atol=1e-14,
-                                   equal_nan=True, msg=f"{section}.{key}")
+    for section, key in (
+        ("solvers", "cos_ols"),
+        ("solvers", "relerr_gd"),
+        ("implied_lambda", "median"),
+        ("momentum", "u_norm"),
+        ("const_ridge", "relative_mismatch"),
+        ("implicit", "prediction_error"),
+    ):
+        torch.testing.assert_close(
+            vec(one[section][key]),
+            vec(chunked[section][key]),
+            rtol=1e-10,
+            atol=1e-14,
+            equal_nan=True,
+            msg=f"{section}.{key}",
+        )

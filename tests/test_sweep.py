@@ -17,7 +17,15 @@ import torch
 from interp import checkpoints as ck
 from interp.run import Run
 from interp.sweep import (
-    RAY_MISSING, SWEEP_FILE, RunSpec, SweepError, config_from_options, expand, load_grid_file, run_name, run_task,
+    RAY_MISSING,
+    SWEEP_FILE,
+    RunSpec,
+    SweepError,
+    config_from_options,
+    expand,
+    load_grid_file,
+    run_name,
+    run_task,
     sweep,
 )
 from interp.train import is_complete, train
@@ -77,12 +85,15 @@ def assert_same(a: dict, b: dict) -> None:
 
 
 def test_expand_names_order_and_overrides():
-    runs = expand({"arch": ["full", "diag"], "layers": [1, 2], "seed": [0, 1], "lr": [0.01, 0.002], "steps": 50},
-                  overrides=[{"where": {"arch": "full", "layers": 2}, "steps": 80, "batch": 512}])
+    runs = expand(
+        {"arch": ["full", "diag"], "layers": [1, 2], "seed": [0, 1], "lr": [0.01, 0.002], "steps": 50},
+        overrides=[{"where": {"arch": "full", "layers": 2}, "steps": 80, "batch": 512}],
+    )
     assert len(runs) == 16
     assert runs[0].name == "full1_uniform5_s0_lr0.01" and runs[1].name == "full1_uniform5_s0_lr0.002"
-    assert [r.name for r in runs[:8]] == [f"{a}{L}_uniform5_s0_lr{lr}" for L in (1, 2) for a in ("full", "diag")
-                                          for lr in (0.01, 0.002)]  # seed 0 first, then shallow first
+    assert [r.name for r in runs[:8]] == [
+        f"{a}{L}_uniform5_s0_lr{lr}" for L in (1, 2) for a in ("full", "diag") for lr in (0.01, 0.002)
+    ]  # seed 0 first, then shallow first
     by_name = {r.name: r.cfg for r in runs}
     assert by_name["full2_uniform5_s1_lr0.002"].steps == 80 and by_name["full2_uniform5_s1_lr0.002"].batch == 512
     assert by_name["diag2_uniform5_s1_lr0.002"].steps == 50 and by_name["diag2_uniform5_s1_lr0.002"].batch == 2048
@@ -90,7 +101,9 @@ def test_expand_names_order_and_overrides():
     (only,) = expand({"noise": "categorical:1,3", "clip": 0})
     assert only.name == "full4_cat13_s0" and only.cfg.clip is None and only.cfg.noise == "categorical:1,3"
     (bad,) = expand({"d": 0})
-    assert bad.cfg is None and "d must be in [1, 4096], got 0" in bad.error  # a bad setting fails that run, not the sweep
+    assert (
+        bad.cfg is None and "d must be in [1, 4096], got 0" in bad.error
+    )  # a bad setting fails that run, not the sweep
     with pytest.raises(SweepError, match="seed cannot be set per run"):
         expand({"seed": [0, 1]}, overrides=[{"where": {"seed": 0}, "seed": 3}])
     with pytest.raises(SweepError, match="unknown run option 'learning_rate'"):
@@ -99,8 +112,10 @@ def test_expand_names_order_and_overrides():
 
 def test_grid_file_and_its_errors(tmp_path, capsys):
     grid = tmp_path / "grid.toml"
-    grid.write_text('arch = ["full", "gdpp"]\nlayers = 2\nseeds = [0, 1]\nsave-every = 100\n\n'
-                    '[[override]]\nwhere = { arch = "gdpp" }\nlr = 3e-3\n')
+    grid.write_text(
+        'arch = ["full", "gdpp"]\nlayers = 2\nseeds = [0, 1]\nsave-every = 100\n\n'
+        '[[override]]\nwhere = { arch = "gdpp" }\nlr = 3e-3\n'
+    )
     options, overrides = load_grid_file(grid)
     assert options == {"arch": ["full", "gdpp"], "layers": 2, "seed": [0, 1], "save_every": 100}
     runs = {r.name: r.cfg for r in expand(options, overrides)}
@@ -123,8 +138,23 @@ def test_changed_setting_is_refused_and_nothing_written(tmp_path, capsys):
     cfg = config_from_options(dict(arch="diag", layers=1, seed=0, d=4, n=8, batch=16, steps=3, checkpoints=2))
     train(cfg, root / "diag1_uniform5_s0", progress=False)
     before = {p: p.stat().st_mtime_ns for p in root.rglob("*")}
-    args = ["sweep", "--root", root, "--arch", "diag", "--layers", "1", "--d", "4", "--n", "8", "--batch", "16",
-            "--checkpoints", "2"]
+    args = [
+        "sweep",
+        "--root",
+        root,
+        "--arch",
+        "diag",
+        "--layers",
+        "1",
+        "--d",
+        "4",
+        "--n",
+        "8",
+        "--batch",
+        "16",
+        "--checkpoints",
+        "2",
+    ]
     code, _, err = run_cli(capsys, *args, "--steps", "5")
     assert code == 2 and err.count("\n") == 1
     assert "diag1_uniform5_s0: holds a run with steps=3, the sweep asks steps=5" in err and "nothing was started" in err
@@ -170,7 +200,11 @@ def test_local_backend_kill_resume_rerun(tmp_path, reference, capsys):
     bad_init = RunSpec("diag2_init", opts, config_from_options(opts))  # --init with 1 layer for a 2-layer run
     states = sweep([*specs(), bad_init], root, workers=2, eval_seq=500, progress=False, task=dying_task)
     assert {s.spec.name: s.attempts for s in states} == {
-        "diag1_uniform5_s0": 1, VICTIM: 2, "diag2_uniform5_s2": 1, "diag2_init": 1}
+        "diag1_uniform5_s0": 1,
+        VICTIM: 2,
+        "diag2_uniform5_s2": 1,
+        "diag2_init": 1,
+    }
     check_sweep(root, states, reference, failed=2)
     assert states[-1].status == "failed" and "has 1 layers but the run asks for 2" in states[-1].error
     # a rerun skips the finished runs (nothing rewritten, adjusted loss read back) and retries the failed one
@@ -180,9 +214,34 @@ def test_local_backend_kill_resume_rerun(tmp_path, reference, capsys):
     assert again[0].adjusted == states[0].adjusted
     assert {p: p.stat().st_mtime_ns for p in (root / "diag1_uniform5_s0").rglob("*")} == stamps
     # the same two good runs from the command line: skipped, and the end table shows their adjusted loss
-    code, out, err = run_cli(capsys, "sweep", "--root", root, "--arch", "diag", "--layers", "1", "--seeds", "0", "1",
-                             "--d", "4", "--n", "8", "--batch", "64", "--steps", "40", "--save-every", "10",
-                             "--checkpoints", "5", "--eval-seq", "500", "--no-progress")
+    code, out, err = run_cli(
+        capsys,
+        "sweep",
+        "--root",
+        root,
+        "--arch",
+        "diag",
+        "--layers",
+        "1",
+        "--seeds",
+        "0",
+        "1",
+        "--d",
+        "4",
+        "--n",
+        "8",
+        "--batch",
+        "64",
+        "--steps",
+        "40",
+        "--save-every",
+        "10",
+        "--checkpoints",
+        "5",
+        "--eval-seq",
+        "500",
+        "--no-progress",
+    )
     assert code == 0, err
     assert f"| diag1_uniform5_s0 | done | 40/40 | {states[0].adjusted['mean']:.4g} ± " in out
     assert {p: p.stat().st_mtime_ns for p in (root / "diag1_uniform5_s0").rglob("*")} == stamps
@@ -236,8 +295,9 @@ def test_table_from_a_root(tmp_path, capsys):
     for seed, steps in ((0, 2), (1, 40)):  # seed 1 trains longer, so it is the better seed
         opts = dict(arch="diag", layers=1, seed=seed, steps=steps, batch=256, checkpoints=2)
         train(config_from_options(opts), root / run_name(opts), progress=False)
-    code, out, err = run_cli(capsys, "table", root, "--n-seq", "1000", "--baseline-seq", "1000",
-                             "--json", tmp_path / "t.json")
+    code, out, err = run_cli(
+        capsys, "table", root, "--n-seq", "1000", "--baseline-seq", "1000", "--json", tmp_path / "t.json"
+    )
     assert code == 0, err
     cell = json.loads((tmp_path / "t.json").read_text())["cells"]["diag1|uniform:5"]
     est = evaluate({"m": ck.load(root / "diag1_uniform5_s1")}, EvalSet("uniform:5", n_seq=1000, seed=0))["m"]

@@ -26,15 +26,36 @@ def load_script():
 def test_discovers_best_of_seeds_and_renders(tmp_path):
     root = tmp_path / "runs"
     for seed, steps in ((0, 3), (1, 60)):  # seed 1 trains longer, so it is the better seed
-        cfg = TrainConfig(model=ModelConfig(n_layers=1, param="diag"), noise="uniform:5", seed=seed, steps=steps,
-                          batch=256, n_checkpoints=2, log_every=10)
+        cfg = TrainConfig(
+            model=ModelConfig(n_layers=1, param="diag"),
+            noise="uniform:5",
+            seed=seed,
+            steps=steps,
+            batch=256,
+            n_checkpoints=2,
+            log_every=10,
+        )
         train(cfg, root / f"whatever_name_{seed}", progress=False)
     (root / "broken").mkdir()
     Run(root / "broken").config_path.write_text("{not json")
     table1 = load_script()
     out, js = tmp_path / "t.md", tmp_path / "t.json"
-    rc = table1.main(["--roots", str(root), "--n-seq", "2000", "--baseline-seq", "2000", "--cache", str(tmp_path / "c.json"),
-                      "--out", str(out), "--json", str(js)])
+    rc = table1.main(
+        [
+            "--roots",
+            str(root),
+            "--n-seq",
+            "2000",
+            "--baseline-seq",
+            "2000",
+            "--cache",
+            str(tmp_path / "c.json"),
+            "--out",
+            str(out),
+            "--json",
+            str(js),
+        ]
+    )
     assert rc == 0
     text = out.read_text()
     assert "| 1 | DIAG | " in text and "(0.906)" in text and "| – | Bayes floor |" in text

@@ -6,23 +6,33 @@ import torch
 from interp.tasks import NoisePrior, sample_tasks
 
 
-@pytest.mark.parametrize("spec,kind,values,probs", [
-    ("fixed:0.5", "fixed", (0.5,), ()),
-    ("uniform:5", "uniform", (5.0,), ()),
-    ("categorical:1,3", "categorical", (1.0, 3.0), ()),
-    ("categorical:1,3,5;0.2,0.3,0.5", "categorical", (1.0, 3.0, 5.0), (0.2, 0.3, 0.5)),
-])
+@pytest.mark.parametrize(
+    "spec,kind,values,probs",
+    [
+        ("fixed:0.5", "fixed", (0.5,), ()),
+        ("uniform:5", "uniform", (5.0,), ()),
+        ("categorical:1,3", "categorical", (1.0, 3.0), ()),
+        ("categorical:1,3,5;0.2,0.3,0.5", "categorical", (1.0, 3.0, 5.0), (0.2, 0.3, 0.5)),
+    ],
+)
 def test_parse(spec, kind, values, probs):
     prior = NoisePrior.parse(spec)
     assert (prior.kind, prior.values, prior.probs) == (kind, values, probs)
     assert NoisePrior.parse(prior.spec) == prior
 
 
-@pytest.mark.parametrize("spec,match", [
-    ("uniform:-1", ">= 0"), ("gauss:1", "unknown noise prior"), ("uniform", "not a noise spec"),
-    ("categorical:1,3;0.5", "2 values but 1"), ("categorical:1,3;0.7,0.7", "sum to 1"), ("fixed:abc", "numbers"),
-    ("uniform:nan", "finite"),
-])
+@pytest.mark.parametrize(
+    "spec,match",
+    [
+        ("uniform:-1", ">= 0"),
+        ("gauss:1", "unknown noise prior"),
+        ("uniform", "not a noise spec"),
+        ("categorical:1,3;0.5", "2 values but 1"),
+        ("categorical:1,3;0.7,0.7", "sum to 1"),
+        ("fixed:abc", "numbers"),
+        ("uniform:nan", "finite"),
+    ],
+)
 def test_parse_errors(spec, match):
     with pytest.raises(ValueError, match=match):
         NoisePrior.parse(spec)
@@ -62,7 +72,14 @@ def test_sample_tasks_seeded_and_covariance():
     torch.testing.assert_close(a.tokens, b.tokens, rtol=0, atol=0)
     emp = torch.einsum("bni,bnj->ij", a.x, a.x) / (20_000 * 10)
     torch.testing.assert_close(emp, cov, atol=0.05, rtol=0.03)
-    q = sample_tasks(20_000, d=3, n=10, generator=torch.Generator().manual_seed(3), x_cov=cov,
-                     query_cov=torch.eye(3, dtype=torch.float64), dtype=torch.float64)
+    q = sample_tasks(
+        20_000,
+        d=3,
+        n=10,
+        generator=torch.Generator().manual_seed(3),
+        x_cov=cov,
+        query_cov=torch.eye(3, dtype=torch.float64),
+        dtype=torch.float64,
+    )
     assert q.x_query.var(0).mean().item() == pytest.approx(1.0, rel=0.03)
     assert math.isclose(q.x.var().item(), a.x.var().item(), rel_tol=1e-12)

@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,8 +13,8 @@ from safetensors.torch import load_file
 
 import interp
 from interp import checkpoints as ck
-from interp.run import Run
 from interp.config import ModelConfig, TrainConfig
+from interp.run import Run
 from interp.train import TrainingDiverged, checkpoint_steps, learning_rate, resolve, train
 
 SMALL = dict(noise="uniform:1", n=8, batch=128, log_every=10)
@@ -51,7 +50,8 @@ def test_training_learns_and_logs(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "run" / Run.METRICS_FILE).read_text().splitlines()]
     assert [x["step"] for x in lines] == list(range(10, 301, 10))
     assert lines[-1]["loss"] < 0.5 * lines[0]["loss"]
-    # a trained one-layer DIAG model is a GD step with ω_yx ≈ −1/(n+d+1+E[σ²]) (the one-layer optimum, derived in tests/test_validation.py), up to noise
+    # a trained one-layer DIAG model is a GD step with ω_yx ≈ −1/(n+d+1+E[σ²]) (the one-layer optimum, derived in
+    # tests/test_validation.py), up to noise
     omega_yx = result.model.omegas().omega_yx.item()
     assert omega_yx == pytest.approx(-1 / (8 + 3 + 1 + 1 / 3), rel=0.25)
     steps = [s for s, _ in ck.list_checkpoints(tmp_path / "run")]
@@ -61,7 +61,9 @@ def test_training_learns_and_logs(tmp_path):
 
 def test_non_finite_loss_stops_with_step_and_keeps_last_good(tmp_path):
     cfg = small_cfg(steps=200, lr=50.0, schedule="constant", clip=None, n_checkpoints=40, noise="fixed:3")
-    with pytest.raises(TrainingDiverged, match=r"step \d+: (loss|weights|\d+ of \d+ sequences) .*last good checkpoint") as err:
+    with pytest.raises(
+        TrainingDiverged, match=r"step \d+: (loss|weights|\d+ of \d+ sequences) .*last good checkpoint"
+    ) as err:
         train(cfg, tmp_path / "run", progress=False)
     ckpts = ck.list_checkpoints(tmp_path / "run")
     assert ckpts and str(ckpts[-1][1]) in str(err.value)
@@ -107,10 +109,12 @@ def test_guard_drops_overflowing_sequences_and_compresses_blown_up_ones():
 
 
 def test_init_from_diag_into_full(tmp_path):
-    src = train(small_cfg(model=ModelConfig(d=3, n_layers=2, param="diag"), steps=20), tmp_path / "diag",
-                progress=False).model
-    cfg = small_cfg(model=ModelConfig(d=3, n_layers=2, param="full"), steps=1, lr=1e-12,
-                    init=str(tmp_path / "diag"), init_noise=0.0)
+    src = train(
+        small_cfg(model=ModelConfig(d=3, n_layers=2, param="diag"), steps=20), tmp_path / "diag", progress=False
+    ).model
+    cfg = small_cfg(
+        model=ModelConfig(d=3, n_layers=2, param="full"), steps=1, lr=1e-12, init=str(tmp_path / "diag"), init_noise=0.0
+    )
     first = interp.load(ck.list_checkpoints(train(cfg, tmp_path / "full", progress=False).run_dir)[0][1])
     torch.testing.assert_close(first.P, src.P.detach())
     torch.testing.assert_close(first.Q, src.Q.detach())
@@ -122,15 +126,36 @@ def _weights(run_dir):
 
 @pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
-    args = ["--arch", "full", "--layers", "2", "--d", "3", "--n", "8", "--batch", "128", "--steps", "1500",
-            "--noise", "uniform:2", "--seed", "3", "--save-every", "50", "--threads", "1", "--no-progress"]
+    args = [
+        "--arch",
+        "full",
+        "--layers",
+        "2",
+        "--d",
+        "3",
+        "--n",
+        "8",
+        "--batch",
+        "128",
+        "--steps",
+        "1500",
+        "--noise",
+        "uniform:2",
+        "--seed",
+        "3",
+        "--save-every",
+        "50",
+        "--threads",
+        "1",
+        "--no-progress",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cli = [sys.executable, "-m", "interp.cli"]
-    subprocess.run([*cli, "train", *args, "--out", str(tmp_path / "full")], check=True, env=env,
-                   capture_output=True)
+    subprocess.run([*cli, "train", *args, "--out", str(tmp_path / "full")], check=True, env=env, capture_output=True)
     run = tmp_path / "killed"
-    proc = subprocess.Popen([*cli, "train", *args, "--out", str(run)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*cli, "train", *args, "--out", str(run)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 120
     while time.time() < deadline:  # kill once a resume state exists mid-run
         resume = run / Run.RESUME_FILE
@@ -141,8 +166,12 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     proc.wait()
     killed_at = ck.read_tensors(run / Run.RESUME_FILE)[1]["step"]
     assert killed_at < 1500, "the run finished before it could be killed"
-    done = subprocess.run([*cli, "train", "--resume", str(run), "--threads", "1", "--no-progress"], env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [*cli, "train", "--resume", str(run), "--threads", "1", "--no-progress"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     a, b = _weights(tmp_path / "full"), _weights(run)
     assert a.keys() == b.keys()

@@ -5,7 +5,6 @@ import torch
 from transformer_lens.utilities import Slice
 
 import interp
-from interp.config import ModelConfig
 from interp.model import LinearAttention, LinearTransformer
 from tests.helpers import random_diag, random_full, small_batch
 
@@ -34,8 +33,9 @@ def test_decompositions_sum_exactly_to_the_final_residual_stream():
     heads = cache.stack_head_results()
     torch.testing.assert_close(heads.sum(0) + cache["hook_embed"], final, rtol=1e-12, atol=1e-12)
     assert cache.stack_head_results(layer=0).shape == (0, 4, 6, 4)
-    torch.testing.assert_close(cache.stack_head_results(layer=2).sum(0) + tokens, cache["resid_pre", 2],
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        cache.stack_head_results(layer=2).sum(0) + tokens, cache["resid_pre", 2], rtol=1e-12, atol=1e-12
+    )
     acc = cache.accumulated_resid(apply_ln=True)  # no LayerNorm: apply_ln changes nothing
     torch.testing.assert_close(acc, torch.stack([cache["resid_pre", l] for l in range(3)] + [final]))
     assert torch.equal(cache.apply_ln_to_stack(stack), stack)
@@ -55,8 +55,11 @@ def test_tl_cfg_fields_without_changing_what_is_stored(tmp_path):
 
 def test_constructors_return_eval_mode_models():
     P = torch.randn(2, 1, 3, 3, dtype=torch.float64)
-    built = [LinearTransformer.from_matrices(P, P), LinearTransformer.from_omegas(torch.ones(2, 4), d=2),
-             random_diag(d=2, n_layers=1).to_full()]
+    built = [
+        LinearTransformer.from_matrices(P, P),
+        LinearTransformer.from_omegas(torch.ones(2, 4), d=2),
+        random_diag(d=2, n_layers=1).to_full(),
+    ]
     for model in built:
         assert not any(m.training for m in model.modules())
 
@@ -155,6 +158,7 @@ def test_pattern_hook_holds_the_linear_scores_and_drives_the_update():
         assert torch.all(pattern[..., -1] == 0)  # the query is masked as a key
         update = torch.einsum("kac,bkij,bjc->bika", P[l], pattern, e)  # Σ_j P_k e_j pattern[k, i, j]
         torch.testing.assert_close(update, cache["result", l], rtol=1e-10, atol=1e-12)
+
     def zero_pattern(act, hook):  # in place, returning None: the edit must still count
         act[:, 1] = 0
 

@@ -22,8 +22,9 @@ def test_tutorial_runs_top_to_bottom(tmp_path, monkeypatch):
     monkeypatch.setenv("INTERP_TUTORIAL_OUT", str(tmp_path))  # the report goes here, not into figures/
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(nb, timeout=240, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT / "experiments")}})
+    client = NotebookClient(
+        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "experiments")}}
+    )
     client.execute()  # raises CellExecutionError naming the failing cell
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "max |sum - final| = 0.0" in text

@@ -1,4 +1,5 @@
-"""Validation suite: trained and hand-built models recover the closed forms of Vladymyrov et al. 2024 (Theorem 4.1, Lemma 4.4, §5.2, §5.3), Zhang–Frei–Bartlett 2024 and von Oswald et al. 2023.
+"""Validation suite: trained and hand-built models recover the closed forms of Vladymyrov et al. 2024 (Theorem 4.1,
+Lemma 4.4, §5.2, §5.3), Zhang–Frei–Bartlett 2024 and von Oswald et al. 2023.
 
 Each test states its tolerance. The trained ones are marked slow (they still run in .ci/run).
 """
@@ -44,7 +45,8 @@ def test_one_layer_full_recovers_implicit_w(noise, mean_s2, tmp_path):
 
 
 def zfb_gamma(cov: torch.Tensor, n: int, sigma2: float) -> torch.Tensor:
-    """Zhang–Frei–Bartlett: Γ = (1 + 1/n) Λ + ((tr Λ + σ²)/n) I (Zhang, Frei & Bartlett 2024; the σ² term derived here)."""
+    """Zhang–Frei–Bartlett: Γ = (1 + 1/n) Λ + ((tr Λ + σ²)/n) I (Zhang, Frei & Bartlett 2024; the σ² term derived
+    here)."""
     d = cov.shape[0]
     return (1 + 1 / n) * cov + (torch.trace(cov) + sigma2) / n * torch.eye(d, dtype=cov.dtype)
 
@@ -107,8 +109,9 @@ def test_zfb_covariate_shift_brittleness_grows(zfb_model):
     excess = []
     for scale in (1.0, 2.0, 4.0):
         omega = LAMBDA * torch.tensor([scale, 1.0, 1.0, 1.0, 1 / scale], dtype=torch.float64)
-        batch = sample_tasks(20_000, ZD, ZN, f"fixed:{ZSIG}", torch.Generator().manual_seed(7), x_cov=omega,
-                             query_cov=omega)
+        batch = sample_tasks(
+            20_000, ZD, ZN, f"fixed:{ZSIG}", torch.Generator().manual_seed(7), x_cov=omega, query_cov=omega
+        )
         with torch.no_grad():
             err = mse(zfb_model(batch.tokens), batch)
         excess.append(err - mse(ridge_predict(batch, 0.0), batch))
@@ -149,8 +152,15 @@ def test_gdpp_is_second_order():
     """Hand-built GD++ on noiseless data: the error falls super-linearly (fitted exponents grow)."""
     d, n, L = 5, 40, 8
     g = torch.Generator().manual_seed(2)
-    base = sample_tasks(1, d, n, "fixed:0", g, dtype=torch.float64,
-                        x_cov=torch.diag(torch.tensor([4.0, 2.0, 1.0, 0.5, 0.25], dtype=torch.float64)))
+    base = sample_tasks(
+        1,
+        d,
+        n,
+        "fixed:0",
+        g,
+        dtype=torch.float64,
+        x_cov=torch.diag(torch.tensor([4.0, 2.0, 1.0, 0.5, 0.25], dtype=torch.float64)),
+    )
     model = LinearTransformer.from_omegas(gdpp_construction(base.x[0], L), d=d)
     queries = sample_tasks(200, d, n, "fixed:0", g, dtype=torch.float64)
     tokens = base.tokens.repeat(200, 1, 1)
@@ -169,7 +179,8 @@ def test_gdpp_is_second_order():
 
 
 def test_omega_yy_rescaling_is_ridge_like():
-    """Vladymyrov et al. 2024, §5.2: a layer with only ω_yy < 0 scales every y by (1 + ω_yy λ); noisier → more shrinkage.
+    """Vladymyrov et al. 2024, §5.2: a layer with only ω_yy < 0 scales every y by (1 + ω_yy λ); noisier → more
+    shrinkage.
 
     Theorem 5.2's 2-layer model (ω_yx then ω_yy), with (1 + nσ²ω_yy) ω_yx = −1/(1+σ²) solved for two σ,
     approaches ridge as n grows with x ~ N(0, I/n)."""
@@ -183,11 +194,20 @@ def test_omega_yy_rescaling_is_ridge_like():
         omega_yx, prod = torch.linalg.solve(a, rhs)
         omega_yy = prod / omega_yx
         model = LinearTransformer.from_omegas(
-            torch.tensor([[0, 0, omega_yx, 0], [0, 0, 0, omega_yy]], dtype=torch.float64), d=d)
+            torch.tensor([[0, 0, omega_yx, 0], [0, 0, 0, omega_yy]], dtype=torch.float64), d=d
+        )
         errs = []
         for sigma in (s1, s2):
-            batch = sample_tasks(2000, d, n, f"fixed:{sigma}", torch.Generator().manual_seed(3), x_cov=cov,
-                                 dtype=torch.float64, w_cov=torch.eye(d, dtype=torch.float64) / n)
+            batch = sample_tasks(
+                2000,
+                d,
+                n,
+                f"fixed:{sigma}",
+                torch.Generator().manual_seed(3),
+                x_cov=cov,
+                dtype=torch.float64,
+                w_cov=torch.eye(d, dtype=torch.float64) / n,
+            )
             with torch.no_grad():
                 pred = model(batch.tokens)
             # ridge with λ = σ² on Σ ≈ I: w_ridge = α / (1 + σ²)
@@ -206,7 +226,8 @@ def test_omega_xy_step_shrinks_with_noise():
     −ω_yx (1 + ω_xy Σ_i r_i²); with ω_xy, ω_yx < 0 the step shrinks as the noise grows."""
     d, n, omega_xy, omega_yx = 4, 30, -2e-3, -0.02
     model = LinearTransformer.from_omegas(
-        torch.tensor([[0, omega_xy, 0, 0], [0, 0, omega_yx, 0]], dtype=torch.float64), d=d)
+        torch.tensor([[0, omega_xy, 0, 0], [0, 0, omega_yx, 0]], dtype=torch.float64), d=d
+    )
     steps = {}
     for sigma in (0.1, 1.0, 3.0):
         batch = sample_tasks(400, d, n, f"fixed:{sigma}", torch.Generator().manual_seed(8), dtype=torch.float64)

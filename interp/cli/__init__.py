@@ -35,6 +35,7 @@ def positive_int(name: str, maximum: int = MAX_SEQ):
         if value > maximum:
             raise argparse.ArgumentTypeError(f"{name} must be <= {maximum}, got {value}")
         return value
+
     return parse
 
 
@@ -56,6 +57,7 @@ def positive_float(name: str, allow_zero: bool = False):
         if not (value > 0 or (allow_zero and value == 0)) or value != value or value == float("inf"):
             raise argparse.ArgumentTypeError(f"{name} must be {'>= 0' if allow_zero else '> 0'} and finite, got {text}")
         return value
+
     return parse
 
 
@@ -120,11 +122,21 @@ def note_training(paths, prog: str) -> None:
             print(f"{prog}: note: {note}; reading what is on disk now", file=sys.stderr)
 
 
-COMMANDS = ["train", "sweep", "table", "eval", "probe", "drift", "report"]  # each: interp/cli/{name}.py with add(subparsers)
+COMMANDS = [
+    "train",
+    "sweep",
+    "table",
+    "eval",
+    "probe",
+    "drift",
+    "report",
+]  # each: interp/cli/{name}.py with add(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="interp", description="Train and probe linear transformers that learn linear regression in context.")
+    parser = Parser(
+        prog="interp", description="Train and probe linear transformers that learn linear regression in context."
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name in COMMANDS:
         importlib.import_module(f"interp.cli.{name}").add(sub)

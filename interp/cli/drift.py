@@ -7,27 +7,45 @@ import math
 import os
 import time
 
-from interp.cli import ArgError, check_output, existing_path, note_training, noise_spec, positive_int
+from interp.cli import ArgError, check_output, existing_path, noise_spec, note_training, positive_int
 
 
 def add(sub) -> None:
-    p = sub.add_parser("drift", help="distance to the DIAG structure along a run's checkpoint trajectory", description=(
-        "Reads every checkpoint of RUN_DIR and measures, per layer, the layer map's energy outside the DIAG "
-        "subspace, the scalar-identity deviation of the x-blocks of P and Q, R² of the DIAG and equivariant fits "
-        "on the checkpoint's own statistics, the singular values of the non-DIAG remainder, and the adjusted loss "
-        "of the model and of its DIAG projection (the functional gap). Prints a per-layer table for the first, "
-        "middle and last checkpoints; --json writes every metric of every checkpoint (README, 'Drift'). "
-        "About 3 s per 4-layer checkpoint on one thread with the defaults."))
+    p = sub.add_parser(
+        "drift",
+        help="distance to the DIAG structure along a run's checkpoint trajectory",
+        description=(
+            "Reads every checkpoint of RUN_DIR and measures, per layer, the layer map's energy outside the DIAG "
+            "subspace, the scalar-identity deviation of the x-blocks of P and Q, R² of the DIAG and equivariant fits "
+            "on the checkpoint's own statistics, the singular values of the non-DIAG remainder, and the adjusted loss "
+            "of the model and of its DIAG projection (the functional gap). Prints a per-layer table for the first, "
+            "middle and last checkpoints; --json writes every metric of every checkpoint (README, 'Drift'). "
+            "About 3 s per 4-layer checkpoint on one thread with the defaults."
+        ),
+    )
     p.add_argument("run_dir", type=existing_path, metavar="RUN_DIR", help="run directory (written by interp train)")
-    p.add_argument("--json", dest="json_out", metavar="OUT", help="write every metric of every checkpoint to this JSON file")
+    p.add_argument(
+        "--json", dest="json_out", metavar="OUT", help="write every metric of every checkpoint to this JSON file"
+    )
     p.add_argument("--noise", type=noise_spec, help="noise prior of the measuring sequences (default: the run's)")
-    p.add_argument("--eval-seq", type=positive_int("--eval-seq"), default=20_000,
-                   help="sequences for the adjusted losses, the same for every checkpoint (default 20 000)")
-    p.add_argument("--fit-seq", type=positive_int("--fit-seq"), default=2_048,
-                   help="sequences whose statistics the DIAG / equivariant fits use (default 2 048)")
+    p.add_argument(
+        "--eval-seq",
+        type=positive_int("--eval-seq"),
+        default=20_000,
+        help="sequences for the adjusted losses, the same for every checkpoint (default 20 000)",
+    )
+    p.add_argument(
+        "--fit-seq",
+        type=positive_int("--fit-seq"),
+        default=2_048,
+        help="sequences whose statistics the DIAG / equivariant fits use (default 2 048)",
+    )
     p.add_argument("--eval-seed", type=int, help="seed of the loss sequences (default: interp.probes.drift.EVAL_SEED)")
-    p.add_argument("--no-per-layer", action="store_true",
-                   help="skip the per-layer gap (each layer alone replaced by its DIAG projection); about 2x faster")
+    p.add_argument(
+        "--no-per-layer",
+        action="store_true",
+        help="skip the per-layer gap (each layer alone replaced by its DIAG projection); about 2x faster",
+    )
     p.add_argument("--threads", type=positive_int("--threads", 1024), default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=cmd_drift)
 
@@ -51,12 +69,20 @@ def cmd_drift(args) -> int:
     note_training([args.run_dir], "interp drift")
     traj = run.trajectory()
     model = traj[0][1]
-    evalset = EvalSet(args.noise or cfg.noise, d=model.cfg.d, n=cfg.n, n_seq=args.eval_seq,
-                      seed=EVAL_SEED if args.eval_seed is None else args.eval_seed)
+    evalset = EvalSet(
+        args.noise or cfg.noise,
+        d=model.cfg.d,
+        n=cfg.n,
+        n_seq=args.eval_seq,
+        seed=EVAL_SEED if args.eval_seed is None else args.eval_seed,
+    )
     data = DriftData(evalset, fit_seq=args.fit_seq)
     t0 = time.time()
-    doc = {"command": ["interp", *(getattr(args, "argv", None) or [])], "run_dir": args.run_dir,
-           **drift_trajectory(traj, data, per_layer_gap=not args.no_per_layer)}
+    doc = {
+        "command": ["interp", *(getattr(args, "argv", None) or [])],
+        "run_dir": args.run_dir,
+        **drift_trajectory(traj, data, per_layer_gap=not args.no_per_layer),
+    }
     doc["seconds"] = round(time.time() - t0, 1)
     print_table(doc)
     if out is not None:
@@ -80,21 +106,46 @@ def print_table(doc: dict) -> None:
     from interp.probes.drift import DriftRecord
 
     recs = [DriftRecord.from_json(r) for r in doc["checkpoints"]]
-    print(f"{doc['run_dir']}: {doc['param'].upper()} L={doc['n_layers']} H={doc['n_heads']}, {len(recs)} checkpoints, "
-          f"{doc['noise']}; losses on {doc['eval_seq']} sequences, fits on {doc['fit_seq']}")
-    head = ["step", "l", "off-DIAG", "read", "DIAG R²", "equiv R²", "xdev P", "xdev Q", "rem sv1/‖K‖", "eff rank",
-            "top block", "Δloss l"]
+    print(
+        f"{doc['run_dir']}: {doc['param'].upper()} L={doc['n_layers']} H={doc['n_heads']}, {len(recs)} checkpoints, "
+        f"{doc['noise']}; losses on {doc['eval_seq']} sequences, fits on {doc['fit_seq']}"
+    )
+    head = [
+        "step",
+        "l",
+        "off-DIAG",
+        "read",
+        "DIAG R²",
+        "equiv R²",
+        "xdev P",
+        "xdev Q",
+        "rem sv1/‖K‖",
+        "eff rank",
+        "top block",
+        "Δloss l",
+    ]
     rows = []
     for r in picked(recs):
         w, f = r.weights, r.functional
         for l in range(doc["n_layers"]):
             shares = {k: v[l] for k, v in w.remainder_block_share.items()}
             top = max(shares, key=lambda k: shares[k] if shares[k] is not None else -1)
-            rows.append([str(r.step), str(l + 1), _f(w.share_outside[l], ".2e"), _f(w.share_outside_read[l], ".2e"),
-                         _f(f.r2_diag[l], ".4f"), _f(f.r2_equivariant[l], ".4f"), _f(w.x_block_dev_P[l], ".3f"),
-                         _f(w.x_block_dev_Q[l], ".3f"), _f(w.remainder_sv_rel[l][0], ".3f"),
-                         _f(w.remainder_effective_rank[l], ".1f"), f"{top} {_f(shares[top], '.2f')}",
-                         "-" if f.gap_per_layer is None else _f(f.gap_per_layer[l], "+.2e")])
+            rows.append(
+                [
+                    str(r.step),
+                    str(l + 1),
+                    _f(w.share_outside[l], ".2e"),
+                    _f(w.share_outside_read[l], ".2e"),
+                    _f(f.r2_diag[l], ".4f"),
+                    _f(f.r2_equivariant[l], ".4f"),
+                    _f(w.x_block_dev_P[l], ".3f"),
+                    _f(w.x_block_dev_Q[l], ".3f"),
+                    _f(w.remainder_sv_rel[l][0], ".3f"),
+                    _f(w.remainder_effective_rank[l], ".1f"),
+                    f"{top} {_f(shares[top], '.2f')}",
+                    "-" if f.gap_per_layer is None else _f(f.gap_per_layer[l], "+.2e"),
+                ]
+            )
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
     for row in rows:
@@ -104,12 +155,17 @@ def print_table(doc: dict) -> None:
     src = max(range(len(cos)), key=lambda l: share[l])
     dst = max(range(len(cos)), key=lambda m: cos[src][m])
     if share[src] >= 0.05:
-        print(f"register (step {recs[-1].step}): layer {src + 1} writes {share[src]:.3f} of ‖P‖² into one "
-              f"x-direction; layer {dst + 1} reads along it with |cos| {cos[src][dst]:.3f}")
+        print(
+            f"register (step {recs[-1].step}): layer {src + 1} writes {share[src]:.3f} of ‖P‖² into one "
+            f"x-direction; layer {dst + 1} reads along it with |cos| {cos[src][dst]:.3f}"
+        )
     else:
         print(f"register (step {recs[-1].step}): none (every layer's y → x write share < 0.05)")
     for r in picked(recs):
         f = r.functional
-        print(f"step {r.step}: adjusted loss {f.loss:.4f} ± {_f(f.loss_stderr, '.1e')}; DIAG projection "
-              f"{f.loss_diag_projection:.4f} (gap {f.gap_diag_projection:+.2e} ± {_f(f.gap_diag_projection_stderr, '.1e')}); "
-              f"DIAG fit {f.loss_diag_fit:.4f}")
+        print(
+            f"step {r.step}: adjusted loss {f.loss:.4f} ± {_f(f.loss_stderr, '.1e')}; DIAG projection "
+            f"{f.loss_diag_projection:.4f} (gap {f.gap_diag_projection:+.2e} ± "
+            f"{_f(f.gap_diag_projection_stderr, '.1e')}); "
+            f"DIAG fit {f.loss_diag_fit:.4f}"
+        )

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from interp.cli import ArgError, check_output, existing_path, note_training, noise_spec, positive_int
+from interp.cli import ArgError, check_output, existing_path, noise_spec, note_training, positive_int
 from interp.config import MAX_BATCH_ELEMENTS, MAX_D, MAX_N
 
 BASELINES = ("ols", "constrr", "adarr", "tunedrr", "gd", "bayes")
@@ -22,32 +22,68 @@ MAX_SIGMAS = 1_000
 
 
 def add(sub) -> None:
-    p = sub.add_parser("eval", help="adjusted evaluation loss of models and baselines", description=(
-        "Adjusted evaluation loss (½·MSE minus the oracle ridge's ½·MSE on the same sequences, README, Conventions: adjusted loss) of "
-        "each model next to OLS, ConstRR, AdaRR, TunedRR, GD-k and the Bayes floor, with the paper's Table 1 value "
-        "where one exists. MODEL is a checkpoint file or a run directory (its last checkpoint)."))
+    p = sub.add_parser(
+        "eval",
+        help="adjusted evaluation loss of models and baselines",
+        description=(
+            "Adjusted evaluation loss (½·MSE minus the oracle ridge's ½·MSE on the same sequences, "
+            "README, Conventions: adjusted loss) of "
+            "each model next to OLS, ConstRR, AdaRR, TunedRR, GD-k and the Bayes floor, with the paper's Table 1 value "
+            "where one exists. MODEL is a checkpoint file or a run directory (its last checkpoint)."
+        ),
+    )
     p.add_argument("models", nargs="*", type=existing_path, metavar="MODEL", help="checkpoint files or run directories")
-    p.add_argument("--noise", type=noise_spec,
-                   help="noise prior of the evaluation tasks (default: the first model's training prior, else uniform:5)")
-    p.add_argument("--view", choices=["table", "profile", "layers"], default="table",
-                   help="table: one number per predictor (default); profile: per fixed σ; layers: after every layer")
-    p.add_argument("--n-seq", type=positive_int("--n-seq"), default=100_000,
-                   help="sequences for the table view (default 100000)")
-    p.add_argument("--profile-seq", type=positive_int("--profile-seq"), default=10_000,
-                   help="sequences per σ in the profile and layers views (default 10000)")
-    p.add_argument("--sigmas", type=_sigmas, metavar="LIST|A:B:STEP",
-                   help="evaluation σ's, e.g. 0,1,3 or 0:6:0.5 (default 0 to σ_max + 1 in steps of 0.5)")
+    p.add_argument(
+        "--noise",
+        type=noise_spec,
+        help="noise prior of the evaluation tasks (default: the first model's training prior, else uniform:5)",
+    )
+    p.add_argument(
+        "--view",
+        choices=["table", "profile", "layers"],
+        default="table",
+        help="table: one number per predictor (default); profile: per fixed σ; layers: after every layer",
+    )
+    p.add_argument(
+        "--n-seq", type=positive_int("--n-seq"), default=100_000, help="sequences for the table view (default 100000)"
+    )
+    p.add_argument(
+        "--profile-seq",
+        type=positive_int("--profile-seq"),
+        default=10_000,
+        help="sequences per σ in the profile and layers views (default 10000)",
+    )
+    p.add_argument(
+        "--sigmas",
+        type=_sigmas,
+        metavar="LIST|A:B:STEP",
+        help="evaluation σ's, e.g. 0,1,3 or 0:6:0.5 (default 0 to σ_max + 1 in steps of 0.5)",
+    )
     p.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0; same seed, same numbers)")
     p.add_argument("--chunk", type=positive_int("--chunk"), default=10_000, help="sequences per forward pass (memory)")
     p.add_argument("--d", type=positive_int("--d", MAX_D), help="task dimension d (default: the models' d, else 10)")
     p.add_argument("--n", type=positive_int("--n", MAX_N), default=20, help="context length n (default 20)")
-    p.add_argument("--baselines", type=_baseline_list, default=list(BASELINES), metavar="LIST",
-                   help=f"comma-separated subset of {','.join(BASELINES)} (default all; gd = GD-k for k in --gd-steps)")
+    p.add_argument(
+        "--baselines",
+        type=_baseline_list,
+        default=list(BASELINES),
+        metavar="LIST",
+        help=f"comma-separated subset of {','.join(BASELINES)} (default all; gd = GD-k for k in --gd-steps)",
+    )
     p.add_argument("--no-baselines", action="store_true", help="models only")
-    p.add_argument("--gd-steps", type=positive_int("--gd-steps", 1_000), nargs="+", metavar="K",
-                   help="steps of the GD-k baselines (default: the models' layer counts, else 1)")
-    p.add_argument("--csv", nargs="?", const="-", metavar="PATH", help="write rows as CSV to PATH (stdout without PATH)")
-    p.add_argument("--json", nargs="?", const="-", metavar="PATH", help="write results as JSON to PATH (stdout without PATH)")
+    p.add_argument(
+        "--gd-steps",
+        type=positive_int("--gd-steps", 1_000),
+        nargs="+",
+        metavar="K",
+        help="steps of the GD-k baselines (default: the models' layer counts, else 1)",
+    )
+    p.add_argument(
+        "--csv", nargs="?", const="-", metavar="PATH", help="write rows as CSV to PATH (stdout without PATH)"
+    )
+    p.add_argument(
+        "--json", nargs="?", const="-", metavar="PATH", help="write results as JSON to PATH (stdout without PATH)"
+    )
     p.add_argument("--threads", type=positive_int("--threads", 1024), default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=cmd_eval)
 
@@ -65,7 +101,9 @@ def _sigmas(text: str) -> list[float]:
         else:
             values = [float(v) for v in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--sigmas must be a list like 0,1,3 or A:B:STEP with STEP > 0, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"--sigmas must be a list like 0,1,3 or A:B:STEP with STEP > 0, got {text!r}"
+        ) from None
     if len(values) > MAX_SIGMAS:
         raise argparse.ArgumentTypeError(f"--sigmas: {len(values)} values, more than {MAX_SIGMAS}")
     if any(not (v >= 0) or v == float("inf") for v in values):
@@ -77,7 +115,9 @@ def _baseline_list(text: str) -> list[str]:
     names = [t.strip().lower() for t in text.split(",") if t.strip()]
     bad = [nm for nm in names if nm not in BASELINES]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"--baselines: unknown {', '.join(bad) or 'empty list'} (choose from {','.join(BASELINES)})")
+        raise argparse.ArgumentTypeError(
+            f"--baselines: unknown {', '.join(bad) or 'empty list'} (choose from {','.join(BASELINES)})"
+        )
     return names
 
 
@@ -110,7 +150,9 @@ def _fmt(v: float | None) -> str:
 
 def _render(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    line = lambda r: "  ".join(
+        str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+    )  # noqa: E731
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
 
 
@@ -134,13 +176,19 @@ def cmd_eval(args) -> int:
     note_training(args.models, "interp eval")
     models, d = _load_models(args.models, args.d)
     if args.chunk * (args.n + 1) * (d + 1) > MAX_BATCH_ELEMENTS:
-        raise ArgError(f"--chunk: {args.chunk} sequences of {args.n + 1} x {d + 1} tokens exceed "
-                       f"{MAX_BATCH_ELEMENTS} entries per forward pass; lower --chunk")
+        raise ArgError(
+            f"--chunk: {args.chunk} sequences of {args.n + 1} x {d + 1} tokens exceed "
+            f"{MAX_BATCH_ELEMENTS} entries per forward pass; lower --chunk"
+        )
     noise = args.noise or next((m["noise"] for m in models if m["noise"]), None) or "uniform:5"
     if args.n <= d and not args.no_baselines:
         args.baselines = [b for b in args.baselines if b not in ("adarr", "tunedrr")]  # need n > d
     gd_steps = tuple(args.gd_steps or sorted({m["model"].cfg.n_layers for m in models}) or (1,))
-    names = [] if args.no_baselines else [nm for b in args.baselines for nm in ([f"gd{k}" for k in gd_steps] if b == "gd" else [b])]
+    names = (
+        []
+        if args.no_baselines
+        else [nm for b in args.baselines for nm in ([f"gd{k}" for k in gd_steps] if b == "gd" else [b])]
+    )
     if args.view == "layers" and not models:
         raise ArgError("--view layers: give at least one MODEL")
     if not models and not names:
@@ -152,14 +200,23 @@ def cmd_eval(args) -> int:
         label = _label(m["path"], [x["path"] for x in models])
         preds[label] = m["model"]
         in_dist = m["noise"] is not None and _same_prior(m["noise"], noise) and cfg.n_heads == 1
-        meta[label] = dict(kind="model", path=m["path"], step=m["step"], arch=cfg.param, layers=cfg.n_layers,
-                           trained_on=m["noise"],
-                           paper=paper_value(cfg.param, noise, cfg.n_layers, d, args.n) if in_dist else None)
+        meta[label] = dict(
+            kind="model",
+            path=m["path"],
+            step=m["step"],
+            arch=cfg.param,
+            layers=cfg.n_layers,
+            trained_on=m["noise"],
+            paper=paper_value(cfg.param, noise, cfg.n_layers, d, args.n) if in_dist else None,
+        )
     tuning = None
     if names:
         if not is_cached(noise, d, args.n, gd_steps):
-            print(f"interp eval: tuning baselines for {noise} (d={d}, n={args.n}; not in the shipped cache, "
-                  "about half a minute)", file=sys.stderr)
+            print(
+                f"interp eval: tuning baselines for {noise} (d={d}, n={args.n}; not in the shipped cache, "
+                "about half a minute)",
+                file=sys.stderr,
+            )
         base = make_baselines(noise, d, args.n, gd_steps=gd_steps, names=names)
         rec = tuned(noise, d, args.n, gd_steps)
         tuning = {k: _strip_grid(v) for k, v in rec.items()}
@@ -177,7 +234,10 @@ def cmd_eval(args) -> int:
             rows.append(dict(view="table", name=nm, sigma=None, layer=None, **est.to_dict(), paper=meta[nm]["paper"]))
     elif args.view == "profile":
         for nm, ests in sigma_profile(preds, sigmas, per_sigma).items():
-            rows += [dict(view="profile", name=nm, sigma=s, layer=None, **e.to_dict(), paper=None) for s, e in zip(sigmas, ests)]
+            rows += [
+                dict(view="profile", name=nm, sigma=s, layer=None, **e.to_dict(), paper=None)
+                for s, e in zip(sigmas, ests)
+            ]
     else:
         for nm, info in meta.items():
             if info["kind"] != "model":
@@ -187,13 +247,24 @@ def cmd_eval(args) -> int:
             grid = per_layer_profile(model, sigmas, per_sigma)
             for k, est in enumerate(curve):
                 rows.append(dict(view="layers", name=nm, sigma=None, layer=k, **est.to_dict(), paper=None))
-                rows += [dict(view="layers", name=nm, sigma=s, layer=k, **e.to_dict(), paper=None) for s, e in zip(sigmas, grid[k])]
+                rows += [
+                    dict(view="layers", name=nm, sigma=s, layer=k, **e.to_dict(), paper=None)
+                    for s, e in zip(sigmas, grid[k])
+                ]
 
     if args.csv:
         _write(args.csv, _csv(rows, common))
     if args.json:
-        payload = dict(**common, view=args.view, n_seq=args.n_seq, profile_seq=args.profile_seq,
-                       sigmas=sigmas if args.view != "table" else None, predictors=meta, tuning=tuning, rows=rows)
+        payload = dict(
+            **common,
+            view=args.view,
+            n_seq=args.n_seq,
+            profile_seq=args.profile_seq,
+            sigmas=sigmas if args.view != "table" else None,
+            predictors=meta,
+            tuning=tuning,
+            rows=rows,
+        )
         _write(args.json, json.dumps(payload, indent=1, default=_json_default) + "\n")
     if "-" not in (args.csv, args.json):
         print(_terminal(args.view, rows, meta, noise, d, args, sigmas))
@@ -238,7 +309,22 @@ def _json_default(obj):
 
 def _csv(rows: list[dict], common: dict) -> str:
     buf = io.StringIO()
-    fields = ["view", "name", "noise", "d", "n", "seed", "layer", "sigma", "mean", "stderr", "n_seq", "median", "worst", "paper"]
+    fields = [
+        "view",
+        "name",
+        "noise",
+        "d",
+        "n",
+        "seed",
+        "layer",
+        "sigma",
+        "mean",
+        "stderr",
+        "n_seq",
+        "median",
+        "worst",
+        "paper",
+    ]
     w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
     w.writeheader()
     for r in rows:
@@ -264,27 +350,40 @@ def _terminal(view: str, rows: list[dict], meta: dict, noise: str, d: int, args,
         out = []
         for r in rows:
             info = meta[r["name"]]
-            what = (f"{info['arch'].upper()} L={info['layers']}" if info["kind"] == "model" else
-                    ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in info["params"].items()))
+            what = (
+                f"{info['arch'].upper()} L={info['layers']}"
+                if info["kind"] == "model"
+                else ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in info["params"].items())
+            )
             paper = info["paper"]
             ratio = f"{r['mean'] / paper:.2f}" if paper else "–"
             flag = " ⚠" if r["worst"] / r["n_seq"] > 0.5 * abs(r["mean"]) else ""
             out.append([r["name"], what, _fmt(r["mean"]) + flag, _fmt(r["stderr"]), _fmt(paper), ratio])
-        note = ("\n⚠: one sequence carries more than half of the mean (a blown-up prediction); see --json for "
-                "the median and the worst sequence." if any("⚠" in row[2] for row in out) else "")
-        return (f"{head}, {args.n_seq} sequences\n"
-                + _render(["predictor", "what", "adjusted", "± s.e.", "paper", "ours/paper"], out)
-                + "\npaper: Table 1 of Vladymyrov et al. 2024 where the cell exists (models: only on their training prior)." + note)
+        note = (
+            "\n⚠: one sequence carries more than half of the mean (a blown-up prediction); see --json for "
+            "the median and the worst sequence."
+            if any("⚠" in row[2] for row in out)
+            else ""
+        )
+        return (
+            f"{head}, {args.n_seq} sequences\n"
+            + _render(["predictor", "what", "adjusted", "± s.e.", "paper", "ours/paper"], out)
+            + "\npaper: Table 1 of Vladymyrov et al. 2024 where the cell exists (models: only on their training prior)."
+            + note
+        )
     if view == "profile":
         names = list(dict.fromkeys(r["name"] for r in rows))
         table = [[nm, *(_fmt(r["mean"]) for r in rows if r["name"] == nm)] for nm in names]
-        return (f"{head}: per fixed σ, {args.profile_seq} sequences each\n"
-                + _render(["predictor \\ σ", *(f"{s:g}" for s in sigmas)], table))
+        return f"{head}: per fixed σ, {args.profile_seq} sequences each\n" + _render(
+            ["predictor \\ σ", *(f"{s:g}" for s in sigmas)], table
+        )
     parts = []
     for nm in dict.fromkeys(r["name"] for r in rows):
         sub = [r for r in rows if r["name"] == nm]
         L = max(r["layer"] for r in sub)
         table = [[f"K={k}", *(_fmt(r["mean"]) for r in sub if r["layer"] == k)] for k in range(L + 1)]
-        parts.append(f"{nm}: prediction after K of {L} layers ({args.n_seq} sequences on the prior, "
-                     f"{args.profile_seq} per σ)\n" + _render(["layers", "prior", *(f"σ={s:g}" for s in sigmas)], table))
+        parts.append(
+            f"{nm}: prediction after K of {L} layers ({args.n_seq} sequences on the prior, "
+            f"{args.profile_seq} per σ)\n" + _render(["layers", "prior", *(f"σ={s:g}" for s in sigmas)], table)
+        )
     return head + "\n\n" + "\n\n".join(parts)

@@ -6,27 +6,48 @@ import json
 import math
 import sys
 
-from interp.cli import MAX_SEQ, ArgError, check_output, existing_path, note_training, noise_spec, positive_int
+from interp.cli import MAX_SEQ, ArgError, check_output, existing_path, noise_spec, note_training, positive_int
 from interp.config import MAX_BATCH_ELEMENTS, MAX_N
 
 
 def add(sub) -> None:
-    p = sub.add_parser("probe", help="read the implicit per-layer model and fit it to the paper's forms", description=(
-        "Reads, through the model's hooks, the implicit linear model of every layer (Theorem 4.1), compares it "
-        "with OLS / ridge / GD, fits the layers to the paper's algebraic forms and writes one JSON file "
-        "(schema: README, 'Probe JSON schema'); prints a short per-layer table per model."))
-    p.add_argument("checkpoints", nargs="+", type=existing_path, metavar="CKPT",
-                   help="checkpoint files or run directories (a run directory means its last checkpoint)")
-    p.add_argument("--noise", type=noise_spec,
-                   help="noise prior of the probe sequences (default: the prior each checkpoint was trained on)")
+    p = sub.add_parser(
+        "probe",
+        help="read the implicit per-layer model and fit it to the paper's forms",
+        description=(
+            "Reads, through the model's hooks, the implicit linear model of every layer (Theorem 4.1), compares it "
+            "with OLS / ridge / GD, fits the layers to the paper's algebraic forms and writes one JSON file "
+            "(schema: README, 'Probe JSON schema'); prints a short per-layer table per model."
+        ),
+    )
+    p.add_argument(
+        "checkpoints",
+        nargs="+",
+        type=existing_path,
+        metavar="CKPT",
+        help="checkpoint files or run directories (a run directory means its last checkpoint)",
+    )
+    p.add_argument(
+        "--noise",
+        type=noise_spec,
+        help="noise prior of the probe sequences (default: the prior each checkpoint was trained on)",
+    )
     p.add_argument("--out", required=True, help="JSON file to write")
     p.add_argument("--n-seq", type=positive_int("--n-seq"), default=10_000, help="probe sequences (default 10 000)")
     p.add_argument("--n", type=positive_int("--n", MAX_N), help="context length (default: the run's, else 20)")
     p.add_argument("--chunk", type=positive_int("--chunk"), default=1_000, help="sequences per chunk (default 1 000)")
-    p.add_argument("--fit-seq", type=positive_int("--fit-seq"), default=4_096,
-                   help="other sequences (disjoint) for the form fits, the GD-step and constant-λ tuning (default 4 096)")
-    p.add_argument("--ablation-seq", type=int, default=20_000,
-                   help="sequences for the DIAG ablation's adjusted loss, 0 to skip (default 20 000)")
+    p.add_argument(
+        "--fit-seq",
+        type=positive_int("--fit-seq"),
+        default=4_096,
+        help="other sequences (disjoint) for the form fits, the GD-step and constant-λ tuning (default 4 096)",
+    )
+    p.add_argument(
+        "--ablation-seq",
+        type=int,
+        default=20_000,
+        help="sequences for the DIAG ablation's adjusted loss, 0 to skip (default 20 000)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the probe sequences (default 0)")
     p.add_argument("--threads", type=positive_int("--threads", 1024), default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=cmd_probe)
@@ -54,14 +75,23 @@ def cmd_probe(args) -> int:
             raise ArgError(f"--noise: required ({path} does not record its training prior)")
         n = args.n or _run_n(path) or 20
         if args.chunk * (n + 1) * model.cfg.d_model > MAX_BATCH_ELEMENTS:
-            raise ArgError(f"--chunk: {args.chunk} sequences of {n + 1} x {model.cfg.d_model} tokens exceed "
-                           f"{MAX_BATCH_ELEMENTS} entries per chunk; lower --chunk")
+            raise ArgError(
+                f"--chunk: {args.chunk} sequences of {n + 1} x {model.cfg.d_model} tokens exceed "
+                f"{MAX_BATCH_ELEMENTS} entries per chunk; lower --chunk"
+            )
         if n + 1 < model.cfg.d + 1:
             raise ArgError(f"--n: {n} is too short for d = {model.cfg.d} (least squares needs n >= d)")
         data = EvalSet(noise, d=model.cfg.d, n=n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk)
         rec = probe_model(model, data, fit_seq=args.fit_seq, ablation_seq=args.ablation_seq)
-        models.append({"path": str(path), "checkpoint": str(file), "step": meta.get("step"),
-                       "trained_noise": meta.get("noise"), **rec.to_json()})
+        models.append(
+            {
+                "path": str(path),
+                "checkpoint": str(file),
+                "step": meta.get("step"),
+                "trained_noise": meta.get("noise"),
+                **rec.to_json(),
+            }
+        )
         print_table(str(path), meta.get("step"), rec)
     argv = getattr(args, "argv", None) or sys.argv[1:]
     doc = {"format": "interp-probe", "format_version": SCHEMA_VERSION, "command": ["interp", *argv], "models": models}
@@ -90,22 +120,52 @@ def print_table(path: str, step, rec) -> None:
     print(f"\n{path}: {rec.param.upper()} L={L} H={rec.n_heads} step {step}, {rec.n_seq} sequences of {rec.noise}")
     imp, sol, lam, fits, proj = rec.implicit, rec.solvers, rec.implied_lambda, rec.fits, rec.projection
     ridge, abl = rec.const_ridge, rec.ablation
-    head = ["l", "a/b diff", "lsq resid", "cos OLS", "cos ridge", "cos GD", "impl λ", "ρ(λ,σ)",
-            "DIAG R²", "equiv R²", "off-DIAG", "Δloss abl", "const λ", "λ mism"]
+    head = [
+        "l",
+        "a/b diff",
+        "lsq resid",
+        "cos OLS",
+        "cos ridge",
+        "cos GD",
+        "impl λ",
+        "ρ(λ,σ)",
+        "DIAG R²",
+        "equiv R²",
+        "off-DIAG",
+        "Δloss abl",
+        "const λ",
+        "λ mism",
+    ]
     rows = []
     for l in range(1, L + 1):
-        rows.append([str(l), _f(imp.lstsq_vs_recursion[l], ".1e"), _f(imp.lstsq_residual[l], ".1e"),
-                     _f(sol.cos_ols[l]), _f(sol.cos_ridge_oracle[l]), _f(sol.cos_gd[l]),
-                     _f(lam.median[l]), _f(lam.spearman_sigma[l], ".2f"),
-                     _f(fits.diag.r2[l - 1], ".4f"), _f(fits.equivariant.r2[l - 1], ".4f"),
-                     _f(proj.share_outside[l - 1], ".2e"), _f(abl.delta_per_layer[l - 1], ".2e") if abl else "-",
-                     _f(ridge.lambda_match[l]), _f(ridge.relative_mismatch[l], ".2e")])
+        rows.append(
+            [
+                str(l),
+                _f(imp.lstsq_vs_recursion[l], ".1e"),
+                _f(imp.lstsq_residual[l], ".1e"),
+                _f(sol.cos_ols[l]),
+                _f(sol.cos_ridge_oracle[l]),
+                _f(sol.cos_gd[l]),
+                _f(lam.median[l]),
+                _f(lam.spearman_sigma[l], ".2f"),
+                _f(fits.diag.r2[l - 1], ".4f"),
+                _f(fits.equivariant.r2[l - 1], ".4f"),
+                _f(proj.share_outside[l - 1], ".2e"),
+                _f(abl.delta_per_layer[l - 1], ".2e") if abl else "-",
+                _f(ridge.lambda_match[l]),
+                _f(ridge.relative_mismatch[l], ".2e"),
+            ]
+        )
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
     for r in rows:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
-    print(f"ω ({rec.omegas.source}): " + "; ".join(
-        f"l{l + 1} " + " ".join(_f(v, ".3g") for v in om) for l, om in enumerate(rec.omegas.omega)))
+    print(
+        f"ω ({rec.omegas.source}): "
+        + "; ".join(f"l{l + 1} " + " ".join(_f(v, ".3g") for v in om) for l, om in enumerate(rec.omegas.omega))
+    )
     if abl:
-        print(f"adjusted loss {abl.base:.4f}; all layers DIAG-projected: {abl.all:.4f} "
-              f"(Δ {abl.delta_all:+.2e}); ConstRR λ {_f(ridge.lambda_constrr)}")
+        print(
+            f"adjusted loss {abl.base:.4f}; all layers DIAG-projected: {abl.all:.4f} "
+            f"(Δ {abl.delta_all:+.2e}); ConstRR λ {_f(ridge.lambda_constrr)}"
+        )

@@ -6,18 +6,31 @@ import sys
 import time
 from pathlib import Path
 
-from interp.cli import ArgError, check_output, existing_path, note_training, noise_spec, positive_int
+from interp.cli import ArgError, check_output, existing_path, noise_spec, note_training, positive_int
 
 
 def add(sub) -> None:
-    p = sub.add_parser("report", help="write an interactive HTML report (default: the shipped zoo)", description=(
-        "Evaluates and probes every model and writes one self-contained HTML file (opens offline): the paper's views "
-        "(loss vs layers, per-σ profiles, P/Q heatmaps, prediction after K layers) and interp's probes (ω's, implicit "
-        "w against solvers, momentum, implied λ, rescaling and step, FULL-to-DIAG fits, training and drift curves). "
-        "Results are cached per checkpoint in <run>/report_cache.json."))
-    p.add_argument("models", nargs="*", type=existing_path, metavar="CKPT|RUN_DIR",
-                   help="checkpoint files or run directories (default: every run in experiments/zoo)")
-    p.add_argument("-o", "--out", default="figures/report.html", help="HTML file to write (default figures/report.html)")
+    p = sub.add_parser(
+        "report",
+        help="write an interactive HTML report (default: the shipped zoo)",
+        description=(
+            "Evaluates and probes every model and writes one self-contained HTML file (opens offline): the paper's "
+            "views (loss vs layers, per-σ profiles, P/Q heatmaps, prediction after K layers) and interp's probes "
+            "(ω's, implicit w against solvers, momentum, implied λ, rescaling and step, FULL-to-DIAG fits, training "
+            "and drift curves). "
+            "Results are cached per checkpoint in <run>/report_cache.json."
+        ),
+    )
+    p.add_argument(
+        "models",
+        nargs="*",
+        type=existing_path,
+        metavar="CKPT|RUN_DIR",
+        help="checkpoint files or run directories (default: every run in experiments/zoo)",
+    )
+    p.add_argument(
+        "-o", "--out", default="figures/report.html", help="HTML file to write (default figures/report.html)"
+    )
     p.add_argument("--noise", type=noise_spec, help="noise prior for models that do not record theirs")
     p.add_argument("--quick", action="store_true", help="small sequence counts: a fast, noisier preview")
     p.add_argument("--no-cache", action="store_true", help="recompute everything and leave the caches alone")
@@ -50,8 +63,14 @@ def cmd_report(args) -> int:
     t0 = time.perf_counter()
     log = lambda msg: print(f"  {msg}", file=sys.stderr)  # noqa: E731
     print(f"interp report: {len(paths)} model(s)", file=sys.stderr)
-    path, data = write_report(paths, out, Settings.quick() if args.quick else Settings(), noise=args.noise,
-                              use_cache=not args.no_cache, log=log)
+    path, data = write_report(
+        paths,
+        out,
+        Settings.quick() if args.quick else Settings(),
+        noise=args.noise,
+        use_cache=not args.no_cache,
+        log=log,
+    )
     print(summary_text(data))
     print(f"\nwrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.0f} s)")
     return 0

@@ -9,20 +9,31 @@ from interp.cli import ArgError, check_output, noise_spec, positive_int
 
 
 def add(sub) -> None:
-    p = sub.add_parser("table", help="Table 1 from trained runs (e.g. an interp sweep root)", description=(
-        "Discover the runs one level under each ROOT, evaluate the complete ones with the paper's setting "
-        "(d=10, n=20, one head; cached), take the best seed per cell and print Table 1 with the paper's value, "
-        "each best seed's median and worst sequence, the baseline rows and the Bayes floor."))
+    p = sub.add_parser(
+        "table",
+        help="Table 1 from trained runs (e.g. an interp sweep root)",
+        description=(
+            "Discover the runs one level under each ROOT, evaluate the complete ones with the paper's setting "
+            "(d=10, n=20, one head; cached), take the best seed per cell and print Table 1 with the paper's value, "
+            "each best seed's median and worst sequence, the baseline rows and the Bayes floor."
+        ),
+    )
     p.add_argument("roots", nargs="+", metavar="ROOT", help="directories holding run directories")
     p.add_argument("--arch", nargs="+", choices=["full", "diag", "gdpp"], help="subset of the grid (default all found)")
     p.add_argument("--layers", nargs="+", type=positive_int("--layers"))
-    p.add_argument("--noise", nargs="+", type=noise_spec,
-                   help="priors, e.g. uniform:5 categorical:1,3 (default all found)")
+    p.add_argument(
+        "--noise", nargs="+", type=noise_spec, help="priors, e.g. uniform:5 categorical:1,3 (default all found)"
+    )
     p.add_argument("--seeds", nargs="+", type=int)
-    p.add_argument("--n-seq", type=positive_int("--n-seq"), default=100_000,
-                   help="evaluation sequences per model (default 100000)")
-    p.add_argument("--baseline-seq", type=positive_int("--baseline-seq"), default=1_000_000,
-                   help="sequences per baseline (default 1000000)")
+    p.add_argument(
+        "--n-seq", type=positive_int("--n-seq"), default=100_000, help="evaluation sequences per model (default 100000)"
+    )
+    p.add_argument(
+        "--baseline-seq",
+        type=positive_int("--baseline-seq"),
+        default=1_000_000,
+        help="sequences per baseline (default 1000000)",
+    )
     p.add_argument("--eval-seed", type=int, default=0, help="seed of the evaluation sequences (default 0)")
     p.add_argument("--cache", help="JSON cache of evaluations (default ROOT/table1_evals.json of the first root)")
     p.add_argument("--baselines-only", action="store_true", help="only the baseline rows and the Bayes floor")
@@ -44,8 +55,18 @@ def cmd_table(args) -> int:
     for flag in ("--out", "--json", "--cache"):  # before any evaluation
         if getattr(args, flag[2:]):
             check_output(getattr(args, flag[2:]), flag)
-    text, data = table1(args.roots, args.arch, args.layers, args.noise, args.seeds, args.n_seq, args.baseline_seq,
-                        args.eval_seed, args.cache, args.baselines_only)
+    text, data = table1(
+        args.roots,
+        args.arch,
+        args.layers,
+        args.noise,
+        args.seeds,
+        args.n_seq,
+        args.baseline_seq,
+        args.eval_seed,
+        args.cache,
+        args.baselines_only,
+    )
     if args.out:
         atomic_write_text(Path(args.out), text)
     if args.json:

@@ -12,13 +12,22 @@ from interp.config import MAX_BATCH_ELEMENTS, MAX_D, MAX_HEADS, MAX_LAYERS, MAX_
 
 
 def add(sub) -> None:
-    p = sub.add_parser("train", help="train a linear transformer", allow_abbrev=False, description=(
-        "Train a FULL, DIAG or GD++ linear transformer on noisy in-context linear regression; writes the config, "
-        "a metrics log, a geometric trajectory of checkpoints and a resume state to --out (README, 'Run directory'). "
-        "One process writes a run at a time; --resume continues it, and any option given with --resume must "
-        "match the run."))
+    p = sub.add_parser(
+        "train",
+        help="train a linear transformer",
+        allow_abbrev=False,
+        description=(
+            "Train a FULL, DIAG or GD++ linear transformer on noisy in-context linear regression; writes the config, "
+            "a metrics log, a geometric trajectory of checkpoints and a resume state to --out "
+            "(README, 'Run directory'). "
+            "One process writes a run at a time; --resume continues it, and any option given with --resume must "
+            "match the run."
+        ),
+    )
     p.add_argument("--out", help="run directory to create")
-    p.add_argument("--resume", type=existing_path, metavar="RUN_DIR", help="continue this run from its last saved state")
+    p.add_argument(
+        "--resume", type=existing_path, metavar="RUN_DIR", help="continue this run from its last saved state"
+    )
     add_run_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
@@ -27,6 +36,7 @@ def add(sub) -> None:
 def add_run_options(p, many: bool = False) -> None:
     """The settings of one run; with `many` (interp sweep) each takes a list of values, --seed is also --seeds,
     and an option not given is absent from the namespace (so a grid file can supply it)."""
+
     def opt(*names, **kw):
         if many:
             if names[0] == "--seed":
@@ -41,42 +51,92 @@ def add_run_options(p, many: bool = False) -> None:
     opt("--heads", type=positive_int("--heads", MAX_HEADS), default=1, help="heads per layer (default 1, as the paper)")
     opt("--d", type=positive_int("--d", MAX_D), default=10, help="input dimension d (default 10)")
     opt("--n", type=positive_int("--n", MAX_N), default=20, help="context length n (default 20)")
-    opt("--noise", type=noise_spec, default="uniform:5",
-        help="noise prior: fixed:σ, uniform:σ_max or categorical:1,3[;p1,p2] (default uniform:5)")
+    opt(
+        "--noise",
+        type=noise_spec,
+        default="uniform:5",
+        help="noise prior: fixed:σ, uniform:σ_max or categorical:1,3[;p1,p2] (default uniform:5)",
+    )
     opt("--seed", type=int, default=0, help="seed of init and data (default 0)")
-    opt("--preset", choices=["fast", "paper"], default="fast",
-        help="fast: one-cycle schedule tuned here (default); paper: Adam 1e-4, 200 000 steps")
+    opt(
+        "--preset",
+        choices=["fast", "paper"],
+        default="fast",
+        help="fast: one-cycle schedule tuned here (default); paper: Adam 1e-4, 200 000 steps",
+    )
     opt("--steps", type=positive_int("--steps", MAX_STEPS), help="training steps (default from --preset)")
-    opt("--batch", type=positive_int("--batch", MAX_BATCH_ELEMENTS), default=2048,
-        help="sequences per step (default 2048)")
+    opt(
+        "--batch",
+        type=positive_int("--batch", MAX_BATCH_ELEMENTS),
+        default=2048,
+        help="sequences per step (default 2048)",
+    )
     opt("--lr", type=positive_float("--lr"), help="(peak) learning rate (default from --preset)")
     opt("--schedule", choices=["onecycle", "constant"], help="lr schedule (default from --preset)")
-    opt("--clip", type=positive_float("--clip", allow_zero=True), default=1.0,
-        help="gradient-norm clip, 0 for none (default 1.0)")
-    opt("--guard", choices=["robust", "none"], default="robust",
+    opt(
+        "--clip",
+        type=positive_float("--clip", allow_zero=True),
+        default=1.0,
+        help="gradient-norm clip, 0 for none (default 1.0)",
+    )
+    opt(
+        "--guard",
+        choices=["robust", "none"],
+        default="robust",
         help="robust (default): a sequence whose prediction blows up is left out of its batch when its loss "
-             "overflows, and log-compressed above 100·d; none: plain ½·MSE, stop on overflow")
-    opt("--checkpoints", type=positive_int("--checkpoints"), default=30,
-        help="checkpoints on a geometric schedule from step 0 to the end (default 30)")
-    opt("--save-every", type=positive_int("--save-every", MAX_STEPS), default=500,
-        help="steps between saves of the resume state (default 500)")
+        "overflows, and log-compressed above 100·d; none: plain ½·MSE, stop on overflow",
+    )
+    opt(
+        "--checkpoints",
+        type=positive_int("--checkpoints"),
+        default=30,
+        help="checkpoints on a geometric schedule from step 0 to the end (default 30)",
+    )
+    opt(
+        "--save-every",
+        type=positive_int("--save-every", MAX_STEPS),
+        default=500,
+        help="steps between saves of the resume state (default 500)",
+    )
     opt("--init", type=existing_path, metavar="CKPT", help="start from this checkpoint or run directory")
-    opt("--init-noise", type=positive_float("--init-noise", allow_zero=True), default=0.0,
-        help="std of a Gaussian perturbation added to --init weights (default 0)")
+    opt(
+        "--init-noise",
+        type=positive_float("--init-noise", allow_zero=True),
+        default=0.0,
+        help="std of a Gaussian perturbation added to --init weights (default 0)",
+    )
     opt("--dtype", choices=["float32", "float64"], default="float32")
     opt("--device", type=device, default="cpu", help="torch device (default cpu; cuda on a GPU machine)")
-    opt("--threads", type=positive_int("--threads", 1024), default=1,
-        help="torch CPU threads (default 1: one thread per concurrent run measured fastest here)")
+    opt(
+        "--threads",
+        type=positive_int("--threads", 1024),
+        default=1,
+        help="torch CPU threads (default 1: one thread per concurrent run measured fastest here)",
+    )
 
 
 # Options that define a run: with --resume, each one given must match the run (its resolved config).
 RUN_OPTIONS = {
-    "arch": lambda c: c.model.param, "layers": lambda c: c.model.n_layers, "heads": lambda c: c.model.n_heads,
-    "d": lambda c: c.model.d, "n": lambda c: c.n, "noise": lambda c: c.noise, "seed": lambda c: c.seed,
-    "preset": lambda c: c.preset, "steps": lambda c: c.steps, "batch": lambda c: c.batch, "lr": lambda c: c.lr,
-    "schedule": lambda c: c.schedule, "clip": lambda c: c.clip or 0.0, "checkpoints": lambda c: c.n_checkpoints,
-    "save-every": lambda c: c.resume_every, "init": lambda c: c.init, "init-noise": lambda c: c.init_noise,
-    "dtype": lambda c: c.model.dtype, "device": lambda c: c.device, "guard": lambda c: c.guard,
+    "arch": lambda c: c.model.param,
+    "layers": lambda c: c.model.n_layers,
+    "heads": lambda c: c.model.n_heads,
+    "d": lambda c: c.model.d,
+    "n": lambda c: c.n,
+    "noise": lambda c: c.noise,
+    "seed": lambda c: c.seed,
+    "preset": lambda c: c.preset,
+    "steps": lambda c: c.steps,
+    "batch": lambda c: c.batch,
+    "lr": lambda c: c.lr,
+    "schedule": lambda c: c.schedule,
+    "clip": lambda c: c.clip or 0.0,
+    "checkpoints": lambda c: c.n_checkpoints,
+    "save-every": lambda c: c.resume_every,
+    "init": lambda c: c.init,
+    "init-noise": lambda c: c.init_noise,
+    "dtype": lambda c: c.model.dtype,
+    "device": lambda c: c.device,
+    "guard": lambda c: c.guard,
 }
 
 
@@ -94,8 +154,10 @@ def cmd_train(args) -> int:
         for name, value_of in RUN_OPTIONS.items():
             given = getattr(args, name.replace("-", "_"), None)
             if _given(args, name) and hasattr(args, name.replace("-", "_")) and not _same(name, given, value_of(cfg)):
-                raise ArgError(f"--{name}: {given} does not match the run being resumed "
-                               f"({args.resume} has {value_of(cfg)}); --resume continues a run unchanged")
+                raise ArgError(
+                    f"--{name}: {given} does not match the run being resumed "
+                    f"({args.resume} has {value_of(cfg)}); --resume continues a run unchanged"
+                )
         if args.out and os.path.realpath(args.out) != os.path.realpath(args.resume):
             raise ArgError(f"--out: {args.out} is not the run being resumed ({args.resume}); drop --out")
         run_dir = run.path
@@ -167,6 +229,8 @@ def _print_train_summary(result) -> None:
     cfg = Run(result.run_dir).config()
     data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=10_000, seed=SUMMARY_SEED)
     est = adjusted_loss(result.model.cpu(), data)
-    print(f"run {result.run_dir}: {cfg.model.param.upper()} L={cfg.model.n_layers} on {cfg.noise}, "
-          f"{result.step} steps, final train ½·MSE {result.loss:.4f}")
+    print(
+        f"run {result.run_dir}: {cfg.model.param.upper()} L={cfg.model.n_layers} on {cfg.noise}, "
+        f"{result.step} steps, final train ½·MSE {result.loss:.4f}"
+    )
     print(f"eval on {data.n_seq:,} fresh sequences (seed {data.seed}): adjusted loss {est.mean:.4f} ± {est.stderr:.4f}")

@@ -1,4 +1,5 @@
-"""Drift of a FULL model toward (or away from) the DIAG structure along a training trajectory (Vladymyrov et al. 2024, Figures 1–7).
+"""Drift of a FULL model toward (or away from) the DIAG structure along a training trajectory (Vladymyrov et al.
+2024, Figures 1–7).
 
 Per checkpoint and layer l (shapes: L layers, H heads, D = d + 1):
 - weight-space metrics, from the layer operator K = Σ_k P_k ⊗ Q_k and its DIAG projection
@@ -10,8 +11,8 @@ Per checkpoint and layer l (shapes: L layers, H heads, D = d + 1):
   P_k, Q_k minus their nearest diag(a I_d, b) (`*_per_head` too), and the rank-one "register" a layer
   writes into one x-direction and a later layer reads back (register_directions);
 - function-space metrics, from fresh sequences: R² of the DIAG and equivariant fits of every layer
-  map on the checkpoint's own statistics S^l (forms.fit_layer_maps; uncentered, see fit_r2), and the adjusted loss of the
-  model, of its DIAG projection (every layer replaced by its ω's) and of each layer alone replaced;
+  map on the checkpoint's own statistics S^l (forms.fit_layer_maps; uncentered, see fit_r2), and the adjusted loss
+  of the model, of its DIAG projection (every layer replaced by its ω's) and of each layer alone replaced;
   their difference is the functional gap.
 
 Every metric is invariant to P_k → c P_k, Q_k → Q_k / c, to permuting heads, and to one rotation
@@ -34,7 +35,14 @@ from interp.evalset import EvalSet
 from interp.evaluate import ScoredSet, adjusted_losses
 from interp.model import LinearTransformer
 from interp.probes.forms import (
-    BLOCKS, OMEGA_NAMES, diag_basis, diag_projection, fit_layer_maps, form_features, layer_operator, with_diag_layers,
+    BLOCKS,
+    OMEGA_NAMES,
+    diag_basis,
+    diag_projection,
+    fit_layer_maps,
+    form_features,
+    layer_operator,
+    with_diag_layers,
 )
 from interp.probes.implicit import as_float64, layer_update, probe_cache
 from interp.probes.summary import TOP_SV
@@ -57,7 +65,9 @@ def offdiag_part(M: Float[Tensor, "... D D"]) -> Float[Tensor, "... D D"]:
     """M minus its nearest (Frobenius) diag(a I_d, b): a = tr(M_xx)/d, b = M_yy."""
     d = M.shape[-1] - 1
     near = torch.zeros_like(M)
-    near[..., :d, :d] = (M[..., :d, :d].diagonal(dim1=-2, dim2=-1).sum(-1) / d)[..., None, None] * torch.eye(d, dtype=M.dtype)
+    near[..., :d, :d] = (M[..., :d, :d].diagonal(dim1=-2, dim2=-1).sum(-1) / d)[..., None, None] * torch.eye(
+        d, dtype=M.dtype
+    )
     near[..., d, d] = M[..., d, d]
     return M - near
 
@@ -93,7 +103,12 @@ def register_directions(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]
     dev = (offdiag_part(Q)[..., :d, :d]) / nQ[..., None, None]  # [L, H, d, d]
     read = torch.stack([_top_vector(dev[l].reshape(H * d, d).T) for l in range(L)])
     cos = (write @ read.T).abs()
-    return {"write": write, "read": read, "write_share": (col**2).sum(-1).amax(-1), "register_cos": torch.triu(cos, diagonal=1)}
+    return {
+        "write": write,
+        "read": read,
+        "write_share": (col**2).sum(-1).amax(-1),
+        "register_cos": torch.triu(cos, diagonal=1),
+    }
 
 
 @dataclass
@@ -122,8 +137,13 @@ class WeightMetrics(Record):
     offdiag_sv_rel_P_per_head: Tensor  # [L, H, k]
     offdiag_sv_rel_Q_per_head: Tensor
 
-    SPECTRA = ("remainder_sv", "remainder_sv_rel", "remainder_block_sv", "offdiag_sv_rel_P_per_head",
-               "offdiag_sv_rel_Q_per_head")  # singular-value spectra: cut to the largest TOP_SV in the JSON
+    SPECTRA = (
+        "remainder_sv",
+        "remainder_sv_rel",
+        "remainder_block_sv",
+        "offdiag_sv_rel_P_per_head",
+        "offdiag_sv_rel_Q_per_head",
+    )  # singular-value spectra: cut to the largest TOP_SV in the JSON
 
     def truncated(self, top: int = TOP_SV) -> "WeightMetrics":
         def cut(v):  # tensors only: lists read back from JSON were cut when written
@@ -131,8 +151,12 @@ class WeightMetrics(Record):
                 return {k: cut(x) for k, x in v.items()}
             return v[..., :top] if isinstance(v, Tensor) else v
 
-        return WeightMetrics(**{f.name: cut(getattr(self, f.name)) if f.name in self.SPECTRA else getattr(self, f.name)
-                                for f in fields(self)})
+        return WeightMetrics(
+            **{
+                f.name: cut(getattr(self, f.name)) if f.name in self.SPECTRA else getattr(self, f.name)
+                for f in fields(self)
+            }
+        )
 
 
 def weight_metrics(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> WeightMetrics:
@@ -146,11 +170,15 @@ def weight_metrics(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> 
     rem2 = (rem**2).flatten(1).sum(-1)
     read_K2, read_rem2 = (K**2).flatten(1).sum(-1), rem2.clone()  # the last layer: only output row d is read
     read_K2[-1], read_rem2[-1] = (K[-1, d] ** 2).sum(), (rem[-1, d] ** 2).sum()
-    block_energy = {name: (rem[:, i, j] ** 2).flatten(1).sum(-1) / rem2.clamp_min(1e-300) for name, (i, j) in BLOCKS.items()}
+    block_energy = {
+        name: (rem[:, i, j] ** 2).flatten(1).sum(-1) / rem2.clamp_min(1e-300) for name, (i, j) in BLOCKS.items()
+    }
     x_dev = {"P": scalar_identity_deviation(P[..., :d, :d]), "Q": scalar_identity_deviation(Q[..., :d, :d])}
     reg = register_directions(P, Q)
-    sv_rel = {name: torch.linalg.svdvals(offdiag_part(M)) / M.flatten(-2).norm(dim=-1)[..., None].clamp_min(1e-300)
-              for name, M in (("P", P), ("Q", Q))}
+    sv_rel = {
+        name: torch.linalg.svdvals(offdiag_part(M)) / M.flatten(-2).norm(dim=-1)[..., None].clamp_min(1e-300)
+        for name, M in (("P", P), ("Q", Q))
+    }
     return WeightMetrics(
         omega=proj.omega,
         norm=proj.norm,
@@ -162,10 +190,14 @@ def weight_metrics(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> 
         remainder_top1_share=proj.remainder_sv[:, 0] ** 2 / (proj.remainder_sv**2).sum(-1).clamp_min(1e-300),
         remainder_block_share=block_energy,
         remainder_block_sv=proj.block_sv,
-        x_block_dev_P_per_head=x_dev["P"], x_block_dev_Q_per_head=x_dev["Q"],
-        x_block_dev_P=x_dev["P"].amax(-1), x_block_dev_Q=x_dev["Q"].amax(-1),
-        write_share=reg["write_share"], register_cos=reg["register_cos"],
-        offdiag_sv_rel_P_per_head=sv_rel["P"], offdiag_sv_rel_Q_per_head=sv_rel["Q"],
+        x_block_dev_P_per_head=x_dev["P"],
+        x_block_dev_Q_per_head=x_dev["Q"],
+        x_block_dev_P=x_dev["P"].amax(-1),
+        x_block_dev_Q=x_dev["Q"].amax(-1),
+        write_share=reg["write_share"],
+        register_cos=reg["register_cos"],
+        offdiag_sv_rel_P_per_head=sv_rel["P"],
+        offdiag_sv_rel_Q_per_head=sv_rel["Q"],
     )
 
 
@@ -186,7 +218,11 @@ def fit_r2(model: LinearTransformer, tokens: Float[Tensor, "batch pos D"]) -> di
         for form, coef in (("diag", fits.diag[l]), ("equivariant", fits.equivariant[l])):
             res = F - form_features(S[l], form) @ coef
             r2[form].append(1 - (res**2).sum() / (F**2).sum().clamp_min(1e-300))
-    return {"r2_diag": torch.stack(r2["diag"]), "r2_equivariant": torch.stack(r2["equivariant"]), "fit_omega": fits.diag}
+    return {
+        "r2_diag": torch.stack(r2["diag"]),
+        "r2_equivariant": torch.stack(r2["equivariant"]),
+        "fit_omega": fits.diag,
+    }
 
 
 def _mean_se(x: Tensor) -> tuple[float, float]:
@@ -214,23 +250,35 @@ class FunctionalMetrics(Record):
     gap_per_layer_stderr: Tensor | None = None
 
 
-def functional_metrics(model: LinearTransformer, scored: ScoredSet, fit_tokens: Tensor,
-                       per_layer: bool = True) -> FunctionalMetrics:
+def functional_metrics(
+    model: LinearTransformer, scored: ScoredSet, fit_tokens: Tensor, per_layer: bool = True
+) -> FunctionalMetrics:
     """Fits' R² and the adjusted loss of the model, its DIAG projection (all layers; each layer alone if
     `per_layer`) and the DIAG model of the fitted ω's, on the sequences of `scored`, with the paired gaps."""
     model = as_float64(model)
     L, d = model.cfg.n_layers, model.cfg.d
     omega = diag_projection(model.P.detach(), model.Q.detach()).omega
     r2 = fit_r2(model, fit_tokens)
-    preds = {"model": model, "diag_projection": LinearTransformer.from_omegas(omega, d),
-             "diag_fit": LinearTransformer.from_omegas(r2["fit_omega"], d)}
+    preds = {
+        "model": model,
+        "diag_projection": LinearTransformer.from_omegas(omega, d),
+        "diag_fit": LinearTransformer.from_omegas(r2["fit_omega"], d),
+    }
     if per_layer:
         preds |= {f"layer{l}": with_diag_layers(model, omega, [l]) for l in range(L)}
     loss = adjusted_losses(preds, scored)
     base = loss["model"]
     gap_proj, gap_fit = _mean_se(loss["diag_projection"] - base), _mean_se(loss["diag_fit"] - base)
-    out = FunctionalMetrics(r2["r2_diag"], r2["r2_equivariant"], r2["fit_omega"], *_mean_se(base),
-                            loss["diag_projection"].mean().item(), *gap_proj, loss["diag_fit"].mean().item(), *gap_fit)
+    out = FunctionalMetrics(
+        r2["r2_diag"],
+        r2["r2_equivariant"],
+        r2["fit_omega"],
+        *_mean_se(base),
+        loss["diag_projection"].mean().item(),
+        *gap_proj,
+        loss["diag_fit"].mean().item(),
+        *gap_fit,
+    )
     if per_layer:
         gaps = [_mean_se(loss[f"layer{l}"] - base) for l in range(L)]
         out.gap_per_layer = torch.tensor([g[0] for g in gaps], dtype=torch.float64)
@@ -248,15 +296,30 @@ class DriftData:
         self.fit_tokens = evalset.replace(n_seq=fit_seq, seed=fit_seed).draw().tokens
 
     @classmethod
-    def default(cls, noise, d: int = 10, n: int = 20, eval_seq: int = 20_000, fit_seq: int = 2_048,
-                eval_seed: int = EVAL_SEED, fit_seed: int = FIT_SEED) -> "DriftData":
+    def default(
+        cls,
+        noise,
+        d: int = 10,
+        n: int = 20,
+        eval_seq: int = 20_000,
+        fit_seq: int = 2_048,
+        eval_seed: int = EVAL_SEED,
+        fit_seed: int = FIT_SEED,
+    ) -> "DriftData":
         """The drift defaults: `eval_seq` sequences of seed EVAL_SEED, `fit_seq` of seed FIT_SEED."""
         return cls(EvalSet(noise, d=d, n=n, n_seq=eval_seq, seed=eval_seed), fit_seq, fit_seed)
 
     def describe(self) -> dict:
         e = self.evalset
-        return {"noise": e.noise.spec, "d": e.d, "n": e.n, "eval_seq": e.n_seq, "eval_seed": e.seed,
-                "fit_seq": self.fit_seq, "fit_seed": self.fit_seed}
+        return {
+            "noise": e.noise.spec,
+            "d": e.d,
+            "n": e.n,
+            "eval_seq": e.n_seq,
+            "eval_seed": e.seed,
+            "fit_seq": self.fit_seq,
+            "fit_seed": self.fit_seed,
+        }
 
 
 @dataclass
@@ -276,8 +339,9 @@ class DriftRecord(Record):
         return cls(data["step"], WeightMetrics.from_json(data), FunctionalMetrics.from_json(data))
 
 
-def drift_metrics(model: LinearTransformer, data: DriftData,
-                  per_layer_gap: bool = True) -> tuple[WeightMetrics, FunctionalMetrics]:
+def drift_metrics(
+    model: LinearTransformer, data: DriftData, per_layer_gap: bool = True
+) -> tuple[WeightMetrics, FunctionalMetrics]:
     """Every drift metric of one checkpoint (tensors; see the module docstring)."""
     return weight_metrics(model.P, model.Q), functional_metrics(model, data.scored, data.fit_tokens, per_layer_gap)
 
@@ -296,9 +360,17 @@ def drift_trajectory(trajectory, data: DriftData, per_layer_gap: bool = True, pr
         if progress is not None:
             progress(step)
     first = trajectory[0][1]
-    return {"format": "interp-drift", "format_version": 1, "param": first.cfg.param, "n_layers": first.cfg.n_layers,
-            "n_heads": first.cfg.n_heads, "omega_names": list(OMEGA_NAMES), "blocks": list(BLOCKS), **data.describe(),
-            "checkpoints": records}
+    return {
+        "format": "interp-drift",
+        "format_version": 1,
+        "param": first.cfg.param,
+        "n_layers": first.cfg.n_layers,
+        "n_heads": first.cfg.n_heads,
+        "omega_names": list(OMEGA_NAMES),
+        "blocks": list(BLOCKS),
+        **data.describe(),
+        "checkpoints": records,
+    }
 
 
 def run_drift(run_dir: str | Path, noise=None, per_layer_gap: bool = True, **data_kwargs) -> dict:

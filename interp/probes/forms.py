@@ -23,9 +23,21 @@ from interp.records import Record
 from interp.spectral import SpectralContext, minimize_log
 
 OMEGA_NAMES = ("omega_xx", "omega_xy", "omega_yx", "omega_yy")
-EQUIVARIANT_NAMES = ("c1_Sigma", "c2_trSigma_I", "c3_lambda_I", "c4_alpha_b", "c5_alpha_c", "c6_lambda_d", "c7_trSigma_d")
-BLOCKS = {"x->x": (slice(None, -1), slice(None, -1)), "y->x": (slice(None, -1), -1),
-          "x->y": (-1, slice(None, -1)), "y->y": (-1, -1)}  # blocks A, b, cᵀ, d of the token update
+EQUIVARIANT_NAMES = (
+    "c1_Sigma",
+    "c2_trSigma_I",
+    "c3_lambda_I",
+    "c4_alpha_b",
+    "c5_alpha_c",
+    "c6_lambda_d",
+    "c7_trSigma_d",
+)
+BLOCKS = {
+    "x->x": (slice(None, -1), slice(None, -1)),
+    "y->x": (slice(None, -1), -1),
+    "x->y": (-1, slice(None, -1)),
+    "y->y": (-1, -1),
+}  # blocks A, b, cᵀ, d of the token update
 
 
 # ---------------------------------------------------------------------- weight space
@@ -178,8 +190,12 @@ def fit_layer_maps(model: LinearTransformer, S: Float[Tensor, "L batch D D"]) ->
             coef, r2 = fit_form(S[l], F, form)
             out[form].append(coef)
             out[f"{form}_r2"].append(r2)
-    return FormFits(torch.stack(out["diag"]), torch.tensor(out["diag_r2"], dtype=torch.float64),
-                    torch.stack(out["equivariant"]), torch.tensor(out["equivariant_r2"], dtype=torch.float64))
+    return FormFits(
+        torch.stack(out["diag"]),
+        torch.tensor(out["diag_r2"], dtype=torch.float64),
+        torch.stack(out["equivariant"]),
+        torch.tensor(out["equivariant_r2"], dtype=torch.float64),
+    )
 
 
 # ---------------------------------------------------------------------- Lemma 4.4 and friends
@@ -282,8 +298,13 @@ def diag_ablation(model: LinearTransformer, data: EvalSet, omega: Tensor | None 
 
 
 # ---------------------------------------------------------------------- GD++ versus ConstRR
-def const_ridge_fit(ctx: SpectralContext, pred: Float[Tensor, "L1 batch"], target: Tensor | None = None,
-                    lo: float = 1e-4, hi: float = 1e4) -> dict[str, Tensor]:
+def const_ridge_fit(
+    ctx: SpectralContext,
+    pred: Float[Tensor, "L1 batch"],
+    target: Tensor | None = None,
+    lo: float = 1e-4,
+    hi: float = 1e4,
+) -> dict[str, Tensor]:
     """Per layer, the constant λ whose ridge predictions ⟨w_λ, x_t⟩ are nearest (mean squared) to the
     model's ŷ^l; with `target`, also the loss-optimal constant λ (ConstRR of Vladymyrov et al. 2024, Table 1)."""
     import math
@@ -302,7 +323,8 @@ def const_ridge_fit(ctx: SpectralContext, pred: Float[Tensor, "L1 batch"], targe
     return out
 
 
-def const_ridge_mismatch(ctx: SpectralContext, pred: Float[Tensor, "L1 batch"],
-                         lam: Float[Tensor, "L1"]) -> Float[Tensor, "L1 batch"]:
+def const_ridge_mismatch(
+    ctx: SpectralContext, pred: Float[Tensor, "L1 batch"], lam: Float[Tensor, "L1"]
+) -> Float[Tensor, "L1 batch"]:
     """ŷ^l − ⟨w_λl, x_t⟩ per layer and sequence."""
     return pred - ctx.ridge(lam[:, None])

@@ -149,8 +149,9 @@ def implicit_model(model: LinearTransformer, tokens: Float[Tensor, "batch pos D"
 
 
 # ---------------------------------------------------------------------- known solvers (interp.spectral)
-def tune_gd_steps(ctx: SpectralContext, L: int, reference: Tensor | None = None,
-                  target: Tensor | None = None) -> Tensor:
+def tune_gd_steps(
+    ctx: SpectralContext, L: int, reference: Tensor | None = None, target: Tensor | None = None
+) -> Tensor:
     """One step η_k per k = 0..L shared by the batch (η_0 = nan): the GD-k iterate nearest to
     `reference` [L+1, batch, d] (mean squared distance), or the one with the least ½·MSE on the
     query labels `target` [batch] — exactly one of the two."""
@@ -186,8 +187,11 @@ def rel_error(a: Tensor, ref: Tensor) -> Tensor:
 
 def compare_solvers(w: Tensor, ctx: SpectralContext, sigma: Tensor, gd_etas: Tensor) -> dict[str, Tensor]:
     """cos and relative error of w^l [L+1, batch, d] against OLS, oracle ridge (λ = σ²) and GD-l."""
-    refs = {"ols": ctx.ols_weights(), "ridge_oracle": ctx.ridge_weights(sigma.double() ** 2),
-            "gd": gd_iterates(ctx, gd_etas)}
+    refs = {
+        "ols": ctx.ols_weights(),
+        "ridge_oracle": ctx.ridge_weights(sigma.double() ** 2),
+        "gd": gd_iterates(ctx, gd_etas),
+    }
     out = {}
     for name, ref in refs.items():
         ref = ref.expand_as(w)

@@ -15,8 +15,19 @@ from torch import Tensor
 from interp.evalset import EvalSet
 from interp.model import LinearTransformer
 from interp.probes.forms import (
-    EQUIVARIANT_NAMES, OMEGA_NAMES, Ablation, const_ridge_fit, const_ridge_mismatch, diag_ablation, diag_projection,
-    effective_step, fit_layer_maps, layer_omegas, lemma44, momentum, rescaling_factor,
+    EQUIVARIANT_NAMES,
+    OMEGA_NAMES,
+    Ablation,
+    const_ridge_fit,
+    const_ridge_mismatch,
+    diag_ablation,
+    diag_projection,
+    effective_step,
+    fit_layer_maps,
+    layer_omegas,
+    lemma44,
+    momentum,
+    rescaling_factor,
 )
 from interp.probes.implicit import as_float64, compare_solvers, gd_iterates, implicit_model, rel_error, tune_gd_steps
 from interp.records import Record
@@ -165,8 +176,13 @@ def sigma_groups(sigma: Tensor, n_bins: int) -> tuple[Tensor, list[Tensor]]:
 
 def by_sigma(values: Tensor, masks: list[Tensor]) -> Tensor:
     """Median of values [layers, batch] within each σ group -> [layers, groups]."""
-    return torch.stack([v.nanmedian(-1).values if (v := values[:, m]).shape[-1] else values.new_full(values.shape[:1], float("nan"))
-                        for m in masks], dim=-1)
+    return torch.stack(
+        [
+            v.nanmedian(-1).values if (v := values[:, m]).shape[-1] else values.new_full(values.shape[:1], float("nan"))
+            for m in masks
+        ],
+        dim=-1,
+    )
 
 
 def spearman(a: Tensor, b: Tensor) -> Tensor:
@@ -183,8 +199,9 @@ def spearman(a: Tensor, b: Tensor) -> Tensor:
     return torch.tensor(out, dtype=torch.float64)
 
 
-def probe_model(model: LinearTransformer, data: EvalSet, fit_seq: int = 4_096, ablation_seq: int = 20_000,
-                sigma_bins: int = 8) -> ProbeResult:
+def probe_model(
+    model: LinearTransformer, data: EvalSet, fit_seq: int = 4_096, ablation_seq: int = 20_000, sigma_bins: int = 8
+) -> ProbeResult:
     """Every probe on the sequences of `data` (in chunks of data.chunk); the shared fits and tunings on `fit_seq`
     other sequences (seed + TUNE_OFFSET), the DIAG ablation on `ablation_seq` more (seed + 1; 0 skips it)."""
     if data.d != model.cfg.d:
@@ -193,33 +210,46 @@ def probe_model(model: LinearTransformer, data: EvalSet, fit_seq: int = 4_096, a
     L, d = model.cfg.n_layers, model.cfg.d
     omega, omega_source = layer_omegas(model)
     proj = diag_projection(model.P.detach(), model.Q.detach())
-    worst = {"lstsq_vs_recursion": torch.zeros(L + 1), "lstsq_residual": torch.zeros(L + 1),
-             "prediction_error": torch.zeros(L + 1), "lemma44_recursion_error": torch.zeros(L)}
+    worst = {
+        "lstsq_vs_recursion": torch.zeros(L + 1),
+        "lstsq_residual": torch.zeros(L + 1),
+        "prediction_error": torch.zeros(L + 1),
+        "lemma44_recursion_error": torch.zeros(L),
+    }
     cols: dict[str, list[Tensor]] = {}
     tune = data.replace(n_seq=fit_seq, seed=data.seed + TUNE_OFFSET, sigma=None).draw()
     imp_t = implicit_model(model, tune.tokens)
     ctx_t = imp_t.context()
-    shared = {"gd_eta_tuned": tune_gd_steps(ctx_t, L, target=tune.target),
-              "gd_eta_match": tune_gd_steps(ctx_t, L, reference=imp_t.w),
-              "ridge": const_ridge_fit(ctx_t, imp_t.pred, tune.target),
-              "fits": fit_layer_maps(model, imp_t.S)}
+    shared = {
+        "gd_eta_tuned": tune_gd_steps(ctx_t, L, target=tune.target),
+        "gd_eta_match": tune_gd_steps(ctx_t, L, reference=imp_t.w),
+        "ridge": const_ridge_fit(ctx_t, imp_t.pred, tune.target),
+        "fits": fit_layer_maps(model, imp_t.S),
+    }
     del tune, imp_t, ctx_t
     for batch in data.batches():
         imp = implicit_model(model, batch.tokens)
         ctx = imp.context()
         lm = lemma44(imp, omega, ctx)
-        for key, val in (("lstsq_vs_recursion", imp.disagreement), ("lstsq_residual", imp.residual),
-                         ("prediction_error", imp.prediction_error), ("lemma44_recursion_error", lm.recursion_error)):
+        for key, val in (
+            ("lstsq_vs_recursion", imp.disagreement),
+            ("lstsq_residual", imp.residual),
+            ("prediction_error", imp.prediction_error),
+            ("lemma44_recursion_error", lm.recursion_error),
+        ):
             worst[key] = torch.maximum(worst[key], val)
         lam, lam_err = ctx.implied_lambda(imp.w)
         per_seq = {
             **compare_solvers(imp.w, ctx, batch.sigma, shared["gd_eta_tuned"]),
             "relerr_gd_match": rel_error(imp.w, gd_iterates(ctx, shared["gd_eta_match"])),
-            "implied_lambda": lam, "implied_lambda_relerr": lam_err,
+            "implied_lambda": lam,
+            "implied_lambda_relerr": lam_err,
             **momentum(imp, lm.grad),
-            "rescaling": rescaling_factor(imp.S, omega), "effective_step": effective_step(imp.S, omega),
+            "rescaling": rescaling_factor(imp.S, omega),
+            "effective_step": effective_step(imp.S, omega),
             "ridge_diff2": const_ridge_mismatch(ctx, imp.pred, shared["ridge"]["lambda_match"]) ** 2,
-            "pred2": imp.pred**2, "sigma": batch.sigma.double()[None],
+            "pred2": imp.pred**2,
+            "sigma": batch.sigma.double()[None],
         }
         for key, val in per_seq.items():
             cols.setdefault(key, []).append(val)
@@ -229,30 +259,65 @@ def probe_model(model: LinearTransformer, data: EvalSet, fit_seq: int = 4_096, a
     mean = lambda key: c[key].nanmean(-1)  # noqa: E731
     fits = shared["fits"]
     result = ProbeResult(
-        n_seq=data.n_seq, noise=data.noise.spec, n=data.n, d=d, seed=data.seed,
-        param=model.cfg.param, n_layers=L, n_heads=model.cfg.n_heads,
+        n_seq=data.n_seq,
+        noise=data.noise.spec,
+        n=data.n,
+        d=d,
+        seed=data.seed,
+        param=model.cfg.param,
+        n_layers=L,
+        n_heads=model.cfg.n_heads,
         implicit=ImplicitChecks(**worst),
-        solvers=Solvers(**{key: mean(key) for key in ("cos_ols", "relerr_ols", "cos_ridge_oracle",
-                                                      "relerr_ridge_oracle", "cos_gd", "relerr_gd", "relerr_gd_match")},
-                        gd_eta_tuned=shared["gd_eta_tuned"], gd_eta_match=shared["gd_eta_match"]),
+        solvers=Solvers(
+            **{
+                key: mean(key)
+                for key in (
+                    "cos_ols",
+                    "relerr_ols",
+                    "cos_ridge_oracle",
+                    "relerr_ridge_oracle",
+                    "cos_gd",
+                    "relerr_gd",
+                    "relerr_gd_match",
+                )
+            },
+            gd_eta_tuned=shared["gd_eta_tuned"],
+            gd_eta_match=shared["gd_eta_match"],
+        ),
         implied_lambda=ImpliedLambda(
             median=c["implied_lambda"].nanmedian(-1).values,
             median_relerr=c["implied_lambda_relerr"].nanmedian(-1).values,
             spearman_sigma=spearman(c["implied_lambda"], sigma),
-            sigma=centers, median_by_sigma=by_sigma(c["implied_lambda"], masks), oracle_by_sigma=centers**2),
+            sigma=centers,
+            median_by_sigma=by_sigma(c["implied_lambda"], masks),
+            oracle_by_sigma=centers**2,
+        ),
         omegas=LayerOmegas(omega_source, list(OMEGA_NAMES), omega),
         lemma44=Lemma44Check(worst["lemma44_recursion_error"], model.cfg.param != "full"),
         momentum=MomentumSummary(mean("u_norm"), mean("align"), mean("align_next")),
         rescaling=SigmaCurve(centers, by_sigma(c["rescaling"], masks)),
         effective_step=SigmaCurve(centers, by_sigma(c["effective_step"], masks)),
-        fits=FitsSummary(fit_seq, FormFit(list(OMEGA_NAMES), fits.diag, fits.diag_r2),
-                         FormFit(list(EQUIVARIANT_NAMES), fits.equivariant, fits.equivariant_r2)),
-        projection=ProjectionSummary(proj.omega, proj.share_outside, proj.norm, proj.remainder_sv[:, :TOP_SV],
-                                     {k: v[:, :TOP_BLOCK_SV] for k, v in proj.block_sv.items()}),
-        const_ridge=ConstRidge(shared["ridge"]["lambda_match"], c["ridge_diff2"].mean(-1) / c["pred2"].mean(-1),
-                               0.5 * c["ridge_diff2"].mean(-1), shared["ridge"]["lambda_constrr"]),
+        fits=FitsSummary(
+            fit_seq,
+            FormFit(list(OMEGA_NAMES), fits.diag, fits.diag_r2),
+            FormFit(list(EQUIVARIANT_NAMES), fits.equivariant, fits.equivariant_r2),
+        ),
+        projection=ProjectionSummary(
+            proj.omega,
+            proj.share_outside,
+            proj.norm,
+            proj.remainder_sv[:, :TOP_SV],
+            {k: v[:, :TOP_BLOCK_SV] for k, v in proj.block_sv.items()},
+        ),
+        const_ridge=ConstRidge(
+            shared["ridge"]["lambda_match"],
+            c["ridge_diff2"].mean(-1) / c["pred2"].mean(-1),
+            0.5 * c["ridge_diff2"].mean(-1),
+            shared["ridge"]["lambda_constrr"],
+        ),
     )
     if ablation_seq > 0:
-        result.ablation = diag_ablation(model, data.replace(n_seq=ablation_seq, seed=data.seed + 1, sigma=None),
-                                        omega=proj.omega)
+        result.ablation = diag_ablation(
+            model, data.replace(n_seq=ablation_seq, seed=data.seed + 1, sigma=None), omega=proj.omega
+        )
     return ProbeResult.from_json(result.to_json())  # tensors to lists, non-finite floats to None: as written

@@ -11,8 +11,14 @@ from interp.report.data import ReportData, Settings, default_zoo, gather, zoo_ru
 from interp.report.html import render, summary_rows, summary_text
 
 
-def write_report(paths, out: str | Path = "figures/report.html", settings: Settings | None = None,
-                 noise: str | None = None, use_cache: bool = True, log=None) -> tuple[Path, ReportData]:
+def write_report(
+    paths,
+    out: str | Path = "figures/report.html",
+    settings: Settings | None = None,
+    noise: str | None = None,
+    use_cache: bool = True,
+    log=None,
+) -> tuple[Path, ReportData]:
     """Gather everything about the models at `paths` and write the HTML report to `out`."""
     from interp.checkpoints import atomic_write_text
 
@@ -22,5 +28,14 @@ def write_report(paths, out: str | Path = "figures/report.html", settings: Setti
     return out, data
 
 
-__all__ = ["ReportData", "Settings", "default_zoo", "gather", "render", "summary_rows", "summary_text", "write_report",
-           "zoo_runs"]
+__all__ = [
+    "ReportData",
+    "Settings",
+    "default_zoo",
+    "gather",
+    "render",
+    "summary_rows",
+    "summary_text",
+    "write_report",
+    "zoo_runs",
+]

@@ -14,11 +14,23 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from interp.checkpoints import MAX_TEXT_BYTES, CheckpointError, atomic_write_text, load_with_meta, read_regular_file
-from interp.checkpoints import resolve_checkpoint
+from interp.checkpoints import (
+    MAX_TEXT_BYTES,
+    CheckpointError,
+    atomic_write_text,
+    load_with_meta,
+    read_regular_file,
+    resolve_checkpoint,
+)
 from interp.evalset import EvalSet
 from interp.evaluate import (
-    LossEstimate, evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile,
+    LossEstimate,
+    evaluate,
+    paper_value,
+    per_layer_loss,
+    per_layer_profile,
+    sigma_grid,
+    sigma_profile,
 )
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
@@ -49,8 +61,17 @@ class Settings:
     @classmethod
     def quick(cls) -> "Settings":
         """Small counts for tests and previews (noisy numbers, same figures)."""
-        return cls(n_seq=1_000, profile_seq=300, probe_seq=300, fit_seq=256, ablation_seq=300, sigma_step=1.0,
-                   drift_points=4, drift_seq=300, drift_fit_seq=256)
+        return cls(
+            n_seq=1_000,
+            profile_seq=300,
+            probe_seq=300,
+            fit_seq=256,
+            ablation_seq=300,
+            sigma_step=1.0,
+            drift_points=4,
+            drift_seq=300,
+            drift_fit_seq=256,
+        )
 
 
 @dataclass
@@ -94,9 +115,16 @@ def zoo_runs(zoo: Path) -> list[Path]:
         try:
             cfg = Run(p).config()
             noise = cfg.noise  # uniform priors (the paper's main setting) first
-            return (not noise.startswith("uniform"), noise, cfg.model.n_layers, arch_rank.get(cfg.model.param, 3), p.name)
+            return (
+                not noise.startswith("uniform"),
+                noise,
+                cfg.model.n_layers,
+                arch_rank.get(cfg.model.param, 3),
+                p.name,
+            )
         except CheckpointError:
             return (True, "~", 0, 9, p.name)
+
     return sorted(runs, key=key)
 
 
@@ -119,11 +147,26 @@ def make_entry(path: str | Path, noise: str | None = None) -> Entry:
     noise = noise or meta.get("noise") or cfg_run.get("noise")
     if noise is None:
         raise CheckpointError(f"{path}: records no training noise prior; pass --noise")
-    label = run.name if run is not None and path.is_dir() else (
-        f"{run.name}@{meta.get('step')}" if run is not None else ckpt.stem)
+    label = (
+        run.name
+        if run is not None and path.is_dir()
+        else (f"{run.name}@{meta.get('step')}" if run is not None else ckpt.stem)
+    )
     c = model.cfg
-    return Entry(str(path), label, ckpt, run, meta.get("step"), cfg_run.get("steps"), c.param, c.n_layers, c.n_heads,
-                 c.d, int(cfg_run.get("n", 20)), as_prior(noise).spec)
+    return Entry(
+        str(path),
+        label,
+        ckpt,
+        run,
+        meta.get("step"),
+        cfg_run.get("steps"),
+        c.param,
+        c.n_layers,
+        c.n_heads,
+        c.d,
+        int(cfg_run.get("n", 20)),
+        as_prior(noise).spec,
+    )
 
 
 def unique_labels(entries: list[Entry]) -> None:
@@ -145,8 +188,17 @@ def _cache_path(entry: Entry) -> Path:
 
 
 def _cache_key(entry: Entry, settings: Settings, digest: str) -> str:
-    blob = json.dumps({"v": REPORT_VERSION, "ckpt": entry.checkpoint.name, "sha": digest, "noise": entry.noise,
-                       "n": entry.n, "settings": asdict(settings)}, sort_keys=True)
+    blob = json.dumps(
+        {
+            "v": REPORT_VERSION,
+            "ckpt": entry.checkpoint.name,
+            "sha": digest,
+            "noise": entry.noise,
+            "n": entry.n,
+            "settings": asdict(settings),
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -207,10 +259,16 @@ def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Mo
     probes = on_prior.replace(n_seq=s.probe_seq, chunk=1_000)
     probe = probe_model(model, probes, fit_seq=s.fit_seq, ablation_seq=ablation)
     record = ModelRecord(
-        loss=curve[-1], per_layer=curve, sigmas=sigmas,
-        profile_mean=[[e.mean for e in row] for row in grid], profile_stderr=[[e.stderr for e in row] for row in grid],
-        P=model.P.detach()[:, 0].tolist(), Q=model.Q.detach()[:, 0].tolist(), probe=probe,
-        seconds=time.perf_counter() - t0)
+        loss=curve[-1],
+        per_layer=curve,
+        sigmas=sigmas,
+        profile_mean=[[e.mean for e in row] for row in grid],
+        profile_stderr=[[e.stderr for e in row] for row in grid],
+        P=model.P.detach()[:, 0].tolist(),
+        Q=model.Q.detach()[:, 0].tolist(),
+        probe=probe,
+        seconds=time.perf_counter() - t0,
+    )
     record = ModelRecord.from_json(record.to_json())  # as it reads back from the cache (non-finite floats: None)
     if use_cache:
         _write_cache(cache, key, record.to_json())
@@ -234,12 +292,19 @@ def baseline_record(noise: str, settings: Settings, d: int = 10, n: int = 20, gd
     """Adjusted loss of the ridge baselines and the Bayes floor on the prior and per σ (same seeds as the models)."""
     from interp.tuning import baselines
 
-    preds = baselines(noise, d, n, gd_steps=gd_steps, names=[b for b in BASELINES if n > d or b not in ("adarr", "tunedrr")])
+    preds = baselines(
+        noise, d, n, gd_steps=gd_steps, names=[b for b in BASELINES if n > d or b not in ("adarr", "tunedrr")]
+    )
     sigmas = sigma_grid(noise, settings.sigma_step)
     on_prior = EvalSet(noise, d=d, n=n, n_seq=settings.n_seq, seed=settings.seed)
     prof = sigma_profile(preds, sigmas, on_prior.replace(n_seq=settings.profile_seq))
-    rec = BaselineRecord(noise, sigmas, evaluate(preds, on_prior), {k: [e.mean for e in v] for k, v in prof.items()},
-                         {k: paper_value(k, noise, None, d, n) for k in preds})
+    rec = BaselineRecord(
+        noise,
+        sigmas,
+        evaluate(preds, on_prior),
+        {k: [e.mean for e in v] for k, v in prof.items()},
+        {k: paper_value(k, noise, None, d, n) for k in preds},
+    )
     return BaselineRecord.from_json(rec.to_json())
 
 
@@ -257,8 +322,12 @@ def training_curve(entry: Entry, max_points: int = 200) -> dict | None:
     if not rows:
         return None
     if len(rows) > max_points:
-        picks = sorted({min(len(rows) - 1, int(round(math.expm1(i * math.log1p(len(rows) - 1) / (max_points - 1)))))
-                        for i in range(max_points)})
+        picks = sorted(
+            {
+                min(len(rows) - 1, int(round(math.expm1(i * math.log1p(len(rows) - 1) / (max_points - 1)))))
+                for i in range(max_points)
+            }
+        )
         rows = [rows[i] for i in picks]
     return {"step": [r[0] for r in rows], "loss": [r[1] for r in rows]}
 
@@ -294,13 +363,25 @@ def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = Tr
     datasets: dict[tuple, DriftData] = {}
     out: dict[str, list[DriftPoint]] = {}
     for e in runs:
-        ckpts = [(step, p) for step, p in Run(e.run_dir).checkpoints() if step > 0 and (e.step is None or step <= e.step)]
+        ckpts = [
+            (step, p) for step, p in Run(e.run_dir).checkpoints() if step > 0 and (e.step is None or step <= e.step)
+        ]
         cache = e.run_dir / CACHE_FILE
         stored = _read_cache(cache).get("records", {}) if use_cache else {}
         recs = []
         for step, path in _thin(ckpts, settings.drift_points):
-            blob = json.dumps({"v": REPORT_VERSION, "drift": True, "sha": _sha256(path), "noise": e.noise, "n": e.n,
-                               "seq": settings.drift_seq, "fit": settings.drift_fit_seq}, sort_keys=True)
+            blob = json.dumps(
+                {
+                    "v": REPORT_VERSION,
+                    "drift": True,
+                    "sha": _sha256(path),
+                    "noise": e.noise,
+                    "n": e.n,
+                    "seq": settings.drift_seq,
+                    "fit": settings.drift_fit_seq,
+                },
+                sort_keys=True,
+            )
             key = "drift-" + hashlib.sha256(blob.encode()).hexdigest()[:24]
             hit = stored.get(key)
             if hit is not None:
@@ -308,8 +389,9 @@ def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = Tr
             else:
                 spec = (e.noise, e.d, e.n)
                 if spec not in datasets:
-                    datasets[spec] = DriftData.default(e.noise, e.d, e.n, eval_seq=settings.drift_seq,
-                                                       fit_seq=settings.drift_fit_seq)
+                    datasets[spec] = DriftData.default(
+                        e.noise, e.d, e.n, eval_seq=settings.drift_seq, fit_seq=settings.drift_fit_seq
+                    )
                 model, _ = load_with_meta(path)
                 rec = DriftPoint.of(drift_record(step, model, datasets[spec], per_layer_gap=False))
                 if use_cache:
@@ -339,9 +421,22 @@ class DriftPoint(Record):
     @classmethod
     def of(cls, rec) -> "DriftPoint":
         w, f = rec.weights, rec.functional
-        return cls.from_json(jsonable(cls(
-            rec.step, w.share_outside, w.share_outside_read, w.remainder_effective_rank, w.remainder_top1_share,
-            f.r2_diag, f.loss, f.loss_diag_projection, f.gap_diag_projection, f.gap_diag_projection_stderr)))
+        return cls.from_json(
+            jsonable(
+                cls(
+                    rec.step,
+                    w.share_outside,
+                    w.share_outside_read,
+                    w.remainder_effective_rank,
+                    w.remainder_top1_share,
+                    f.r2_diag,
+                    f.loss,
+                    f.loss_diag_projection,
+                    f.gap_diag_projection,
+                    f.gap_diag_projection_stderr,
+                )
+            )
+        )
 
 
 # ---------------------------------------------------------------------------- everything
@@ -356,8 +451,14 @@ class ReportData:
     timings: dict = field(default_factory=dict)
 
 
-def gather(paths: list[str | Path], settings: Settings | None = None, noise: str | None = None,
-           use_cache: bool = True, with_drift: bool = True, log=None) -> ReportData:
+def gather(
+    paths: list[str | Path],
+    settings: Settings | None = None,
+    noise: str | None = None,
+    use_cache: bool = True,
+    with_drift: bool = True,
+    log=None,
+) -> ReportData:
     """Load, evaluate and probe every model (cached per checkpoint), plus baselines per prior."""
     settings = settings or Settings()
     say = log or (lambda msg: None)
@@ -369,9 +470,11 @@ def gather(paths: list[str | Path], settings: Settings | None = None, noise: str
     for prior in dict.fromkeys(e.noise for e in entries):
         shapes = {(e.d, e.n): e.label for e in entries if e.noise == prior}
         if len(shapes) > 1:
-            raise CheckpointError(f"models on {prior} differ in task size ("
-                                  + ", ".join(f"{lab}: d={d}, n={n}" for (d, n), lab in shapes.items())
-                                  + "); baselines are per prior, so report them separately")
+            raise CheckpointError(
+                f"models on {prior} differ in task size ("
+                + ", ".join(f"{lab}: d={d}, n={n}" for (d, n), lab in shapes.items())
+                + "); baselines are per prior, so report them separately"
+            )
         task_sizes[prior] = next(iter(shapes))
     timings: dict[str, float] = {}
     records = {}
@@ -388,8 +491,9 @@ def gather(paths: list[str | Path], settings: Settings | None = None, noise: str
     say(f"baselines: {timings['baselines']:.1f} s")
     curves = {e.label: training_curve(e) for e in entries}
     t0 = time.perf_counter()
-    drift = (drift_records(entries, settings, use_cache, say) if with_drift
-             else DriftCurves(reason="skipped on request."))
+    drift = (
+        drift_records(entries, settings, use_cache, say) if with_drift else DriftCurves(reason="skipped on request.")
+    )
     timings["drift"] = time.perf_counter() - t0
     say(f"drift: {timings['drift']:.1f} s")
     return ReportData(entries, records, base, curves, drift, settings, timings)

@@ -52,12 +52,14 @@ class Note:
 Text = "str | Callable[..., str]"  # a fixed string, or one computed from the view's arguments
 
 
-def view(id: Text, title: Text, caption: Text, height: "int | Callable[..., int]",
-         after: Callable[..., None] | None = None):
+def view(
+    id: Text, title: Text, caption: Text, height: "int | Callable[..., int]", after: Callable[..., None] | None = None
+):
     """Register a view: draw(data, *args) -> go.Figure | Note becomes (data, *args) -> Panel.
 
     id, title, caption and height are fixed or functions of (data, *args); `after(fig, data, *args)`
     adjusts the layout once the theme is applied (what the theme would otherwise overwrite)."""
+
     def value(x, *args):
         return x(*args) if callable(x) else x
 
@@ -72,7 +74,9 @@ def view(id: Text, title: Text, caption: Text, height: "int | Callable[..., int]
             if after is not None:
                 after(out, data, *args)
             return Panel(pid, value(title, data, *args), value(caption, data, *args), out)
+
         return panel
+
     return wrap
 
 
@@ -138,19 +142,30 @@ def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in text).strip("-")
 
 
-def _per_layer_lines(data: ReportData, fig, getter, row=1, col=1, start: int = 1, log=False, hover="value",
-                     fmt=".5g", show_legend=True) -> None:
+def _per_layer_lines(
+    data: ReportData, fig, getter, row=1, col=1, start: int = 1, log=False, hover="value", fmt=".5g", show_legend=True
+) -> None:
     """One line per model of getter(probe, entry) against the layer index (from `start`)."""
     for e in data.entries:
         vals = getter(data.records[e.label].probe, e)
         if vals is None:
             continue
-        fig.add_trace(go.Scatter(
-            x=list(range(start, start + len(vals))), y=[(_pos(v) if log else v) for v in vals], mode="lines+markers",
-            name=_name(e, data), legendgroup=e.label, showlegend=show_legend, line=dict(color=_color(e, data), width=2),
-            marker=dict(size=7), customdata=vals,
-            hovertemplate=f"{e.label}<br>layer %{{x}}<br>{hover} %{{customdata:{fmt}}}<extra></extra>"),
-            row=row, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(start, start + len(vals))),
+                y=[(_pos(v) if log else v) for v in vals],
+                mode="lines+markers",
+                name=_name(e, data),
+                legendgroup=e.label,
+                showlegend=show_legend,
+                line=dict(color=_color(e, data), width=2),
+                marker=dict(size=7),
+                customdata=vals,
+                hovertemplate=f"{e.label}<br>layer %{{x}}<br>{hover} %{{customdata:{fmt}}}<extra></extra>",
+            ),
+            row=row,
+            col=col,
+        )
 
 
 # ---------------------------------------------------------------------------- the paper's views
@@ -159,12 +174,18 @@ def _depths(data: ReportData) -> list[int]:
     return list(range(1, max([*PAPER_DEPTHS, *(e.n_layers for e in data.entries)]) + 1))
 
 
-@view("loss-vs-layers", "Adjusted loss vs number of layers", height=440, caption=(
-    "Filled markers are the models in this report (the line joins the best run per depth, as the paper reports the "
-    "best of 5 seeds; faint markers are other runs), open markers the paper's Table 1 for 1–7 layers, horizontal "
-    "lines the ridge baselines and the Bayes floor measured on the same sequences. Look for GD++ flattening onto "
-    "ConstRR from 3 layers while DIAG and FULL keep falling toward TunedRR and the Bayes floor; a model far above "
-    "its open marker is under-trained."))
+@view(
+    "loss-vs-layers",
+    "Adjusted loss vs number of layers",
+    height=440,
+    caption=(
+        "Filled markers are the models in this report (the line joins the best run per depth, as the paper reports the "
+        "best of 5 seeds; faint markers are other runs), open markers the paper's Table 1 for 1–7 layers, horizontal "
+        "lines the ridge baselines and the Bayes floor measured on the same sequences. Look for GD++ flattening onto "
+        "ConstRR from 3 layers while DIAG and FULL keep falling toward TunedRR and the Bayes floor; a model far above "
+        "its open marker is under-trained."
+    ),
+)
 def loss_vs_layers(data: ReportData) -> go.Figure:
     priors, depths = _priors(data), _depths(data)
     fig = _subplots(len(priors), titles=[f"noise {p}" for p in priors], horizontal_spacing=0.08)
@@ -174,8 +195,9 @@ def loss_vs_layers(data: ReportData) -> go.Figure:
             shown |= _model_markers(fig, data, prior, arch, c, shown)
             shown |= _paper_markers(fig, prior, arch, c, shown)
         shown |= _baseline_levels(fig, data.baselines[prior], c, [depths[0] - 0.2, depths[-1] + 0.2], shown)
-        fig.update_xaxes(title_text="number of layers L", tickvals=depths, range=[depths[0] - 0.3, depths[-1] + 0.3],
-                         row=1, col=c)
+        fig.update_xaxes(
+            title_text="number of layers L", tickvals=depths, range=[depths[0] - 0.3, depths[-1] + 0.3], row=1, col=c
+        )
         fig.update_yaxes(title_text="adjusted loss (log)", type="log", row=1, col=c)
     return fig
 
@@ -194,18 +216,32 @@ def _model_markers(fig, data: ReportData, prior: str, arch: str, col: int, shown
             continue
         rec = [data.records[e.label] for e in group]
         colour, key = _color(ours[-1], data), arch if kind == "best" else f"{arch}o"
-        fig.add_trace(go.Scatter(
-            x=[e.n_layers for e in group], y=[_pos(r.loss.mean) for r in rec],
-            mode="lines+markers" if kind == "best" else "markers",
-            name=ARCH_NAME[arch] if kind == "best" else f"{ARCH_NAME[arch]} (other runs)", legendgroup=arch,
-            showlegend=key not in shown | added, legendrank=RANK[arch] + (0 if kind == "best" else 1),
-            marker=dict(size=10 if kind == "best" else 7, color=colour, line=dict(width=1, color="white"),
-                        opacity=1 if kind == "best" else 0.55),
-            line=dict(color=colour, width=2),
-            customdata=[[e.label, r.loss.mean, r.loss.stderr, paper_value(arch, prior, e.n_layers), e.step]
-                        for e, r in zip(group, rec)],
-            hovertemplate="%{customdata[0]}<br>L = %{x}<br>adjusted loss %{customdata[1]:.5g} ± %{customdata[2]:.2g}"
-                          "<br>paper %{customdata[3]:.4g}<br>step %{customdata[4]}<extra></extra>"), row=1, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=[e.n_layers for e in group],
+                y=[_pos(r.loss.mean) for r in rec],
+                mode="lines+markers" if kind == "best" else "markers",
+                name=ARCH_NAME[arch] if kind == "best" else f"{ARCH_NAME[arch]} (other runs)",
+                legendgroup=arch,
+                showlegend=key not in shown | added,
+                legendrank=RANK[arch] + (0 if kind == "best" else 1),
+                marker=dict(
+                    size=10 if kind == "best" else 7,
+                    color=colour,
+                    line=dict(width=1, color="white"),
+                    opacity=1 if kind == "best" else 0.55,
+                ),
+                line=dict(color=colour, width=2),
+                customdata=[
+                    [e.label, r.loss.mean, r.loss.stderr, paper_value(arch, prior, e.n_layers), e.step]
+                    for e, r in zip(group, rec)
+                ],
+                hovertemplate="%{customdata[0]}<br>L = %{x}<br>adjusted loss %{customdata[1]:.5g}"
+                " ± %{customdata[2]:.2g}<br>paper %{customdata[3]:.4g}<br>step %{customdata[4]}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
         added.add(key)
     return added
 
@@ -216,13 +252,24 @@ def _paper_markers(fig, prior: str, arch: str, col: int, shown: set) -> set:
     if not paper:
         return set()
     colour = model_color(arch, 1, [1])
-    fig.add_trace(go.Scatter(
-        x=[L for L, _ in paper], y=[_pos(v) for _, v in paper], mode="lines+markers",
-        name=f"{ARCH_NAME[arch]} (paper)", legendgroup=f"{arch}-paper", showlegend=f"{arch}p" not in shown,
-        legendrank=RANK[arch] + 2, marker=dict(size=8, symbol="circle-open", color=colour),
-        line=dict(color=colour, width=1, dash="dot"), opacity=0.75,
-        hovertemplate=f"{ARCH_NAME[arch]} (paper, Table 1)<br>L = %{{x}}<br>adjusted loss %{{y:.4g}}<extra></extra>"),
-        row=1, col=col)
+    fig.add_trace(
+        go.Scatter(
+            x=[L for L, _ in paper],
+            y=[_pos(v) for _, v in paper],
+            mode="lines+markers",
+            name=f"{ARCH_NAME[arch]} (paper)",
+            legendgroup=f"{arch}-paper",
+            showlegend=f"{arch}p" not in shown,
+            legendrank=RANK[arch] + 2,
+            marker=dict(size=8, symbol="circle-open", color=colour),
+            line=dict(color=colour, width=1, dash="dot"),
+            opacity=0.75,
+            hovertemplate=f"{ARCH_NAME[arch]} (paper, Table 1)<br>L = %{{x}}<br>adjusted loss %{{y:.4g}}"
+            "<extra></extra>",
+        ),
+        row=1,
+        col=col,
+    )
     return {f"{arch}p"}
 
 
@@ -233,10 +280,21 @@ def _baseline_levels(fig, base, col: int, xs: list[float], shown: set) -> set:
         if b not in base.loss:
             continue
         label, colour, dash = BASELINE_STYLE[b]
-        fig.add_trace(go.Scatter(
-            x=xs, y=[_pos(base.loss[b].mean)] * 2, mode="lines", name=label, legendgroup=b, showlegend=b not in shown,
-            legendrank=100 + BASELINES.index(b), line=dict(color=colour, dash=dash, width=1.6),
-            hovertemplate=f"{label}: %{{y:.5g}} (paper {_fmt(base.paper.get(b))})<extra></extra>"), row=1, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[_pos(base.loss[b].mean)] * 2,
+                mode="lines",
+                name=label,
+                legendgroup=b,
+                showlegend=b not in shown,
+                legendrank=100 + BASELINES.index(b),
+                line=dict(color=colour, dash=dash, width=1.6),
+                hovertemplate=f"{label}: %{{y:.5g}} (paper {_fmt(base.paper.get(b))})<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
         added.add(b)
     return added
 
@@ -245,12 +303,17 @@ def _band(data: ReportData, prior: str) -> str:
     return "[0, σ_max]" if as_prior(prior).kind == "uniform" else "the trained σ values"
 
 
-@view(lambda data, prior: f"profiles-{_slug(prior)}", lambda data, prior: f"Per-σ profiles, trained on {prior}",
-      height=470, caption=lambda data, prior: (
-          f"Adjusted loss at each fixed evaluation σ; the grey band marks {_band(data, prior)}, the noise seen in "
-          "training. Within the band a good model follows TunedRR or better and approaches the Bayes floor; outside it "
-          "(σ above σ_max) look at how gracefully it extrapolates. GD++ bends like ConstRR: one noise level for every "
-          "sequence."))
+@view(
+    lambda data, prior: f"profiles-{_slug(prior)}",
+    lambda data, prior: f"Per-σ profiles, trained on {prior}",
+    height=470,
+    caption=lambda data, prior: (
+        f"Adjusted loss at each fixed evaluation σ; the grey band marks {_band(data, prior)}, the noise seen in "
+        "training. Within the band a good model follows TunedRR or better and approaches the Bayes floor; outside it "
+        "(σ above σ_max) look at how gracefully it extrapolates. GD++ bends like ConstRR: one noise level for every "
+        "sequence."
+    ),
+)
 def sigma_profiles(data: ReportData, prior: str) -> go.Figure:
     entries = [e for e in data.entries if e.noise == prior]
     depths = sorted({e.n_layers for e in entries})
@@ -263,19 +326,40 @@ def sigma_profiles(data: ReportData, prior: str) -> go.Figure:
             if b not in base.profile:
                 continue
             label, colour, dash = BASELINE_STYLE[b]
-            fig.add_trace(go.Scatter(
-                x=base.sigmas, y=[_pos(v) for v in base.profile[b]], mode="lines", name=label, legendgroup=b,
-                showlegend=b not in shown, line=dict(color=colour, dash=dash, width=1.5),
-                hovertemplate=f"{label}<br>σ = %{{x}}<br>adjusted loss %{{y:.5g}}<extra></extra>"), row=1, col=c)
+            fig.add_trace(
+                go.Scatter(
+                    x=base.sigmas,
+                    y=[_pos(v) for v in base.profile[b]],
+                    mode="lines",
+                    name=label,
+                    legendgroup=b,
+                    showlegend=b not in shown,
+                    line=dict(color=colour, dash=dash, width=1.5),
+                    hovertemplate=f"{label}<br>σ = %{{x}}<br>adjusted loss %{{y:.5g}}<extra></extra>",
+                ),
+                row=1,
+                col=c,
+            )
             shown.add(b)
         for e in (x for x in entries if x.n_layers == L):
             r = data.records[e.label]
             mean, se = r.profile_mean[-1], r.profile_stderr[-1]
-            fig.add_trace(go.Scatter(
-                x=r.sigmas, y=[_pos(v) for v in mean], mode="lines+markers", name=_name(e, data), legendgroup=e.label,
-                line=dict(color=_color(e, data), width=2.4), marker=dict(size=6), customdata=list(zip(mean, se)),
-                hovertemplate=f"{e.label}<br>σ = %{{x}}<br>adjusted loss %{{customdata[0]:.5g}} ± "
-                              "%{customdata[1]:.2g}<extra></extra>"), row=1, col=c)
+            fig.add_trace(
+                go.Scatter(
+                    x=r.sigmas,
+                    y=[_pos(v) for v in mean],
+                    mode="lines+markers",
+                    name=_name(e, data),
+                    legendgroup=e.label,
+                    line=dict(color=_color(e, data), width=2.4),
+                    marker=dict(size=6),
+                    customdata=list(zip(mean, se)),
+                    hovertemplate=f"{e.label}<br>σ = %{{x}}<br>adjusted loss %{{customdata[0]:.5g}} ± "
+                    "%{customdata[1]:.2g}<extra></extra>",
+                ),
+                row=1,
+                col=c,
+            )
         _axes(fig, "evaluation noise σ", "adjusted loss (log)" if c == 1 else "adjusted loss", 1, c, ylog=True)
     vals = [v for e in entries for v in data.records[e.label].profile_mean[-1] if _pos(v)]
     vals += [v for b in base.profile.values() for s, v in zip(base.sigmas, b) if s > 0 and _pos(v)]
@@ -286,8 +370,9 @@ def sigma_profiles(data: ReportData, prior: str) -> go.Figure:
 
 def _heatmap_order(data: ReportData) -> list[Entry]:
     """The deepest FULL model first, finished runs before running ones, {1,3} noise as in the paper's Figure 4."""
-    return sorted(data.entries,
-                  key=lambda e: (e.arch != "full", -e.n_layers, not e.complete, e.noise != "categorical:1,3"))
+    return sorted(
+        data.entries, key=lambda e: (e.arch != "full", -e.n_layers, not e.complete, e.noise != "categorical:1,3")
+    )
 
 
 def _heatmap_scale(data: ReportData, e: Entry) -> float:
@@ -302,13 +387,25 @@ def _heatmap_menu(fig: go.Figure, data: ReportData) -> None:
     for e in order:  # each model drew 2 L traces (Q then P of every layer)
         vis = [start <= i < start + 2 * e.n_layers for i in range(len(fig.data))]
         start += 2 * e.n_layers
-        menu.append(dict(label=f"{e.label}", method="update",
-                         args=[{"visible": vis}, {"title.text": _scale_title(data, e)}]))
+        menu.append(
+            dict(label=f"{e.label}", method="update", args=[{"visible": vis}, {"title.text": _scale_title(data, e)}])
+        )
     fig.update_layout(
         title=dict(text=_scale_title(data, order[0]), x=0.01, font=dict(size=14)),
-        updatemenus=[dict(buttons=menu, direction="down", x=1.0, xanchor="right", y=1.16, yanchor="top",
-                          showactive=True, bgcolor="white")],
-        margin=dict(t=90))
+        updatemenus=[
+            dict(
+                buttons=menu,
+                direction="down",
+                x=1.0,
+                xanchor="right",
+                y=1.16,
+                yanchor="top",
+                showactive=True,
+                bgcolor="white",
+            )
+        ],
+        margin=dict(t=90),
+    )
 
 
 def _scale_title(data: ReportData, e: Entry) -> str:
@@ -317,11 +414,13 @@ def _scale_title(data: ReportData, e: Entry) -> str:
 
 def _heatmap_caption(data: ReportData) -> str:
     D = data.entries[0].d + 1
-    return (f"Every layer's {D}×{D} Q (top) and P (bottom), first head, on one symmetric colour scale per model "
-            "(red positive, blue negative); pick the model in the menu. The paper (Figure 4) finds trained FULL models "
-            "\"very diagonal heavy, with some low-rank component\": look for the x-block diagonal and the y-entry of "
-            "each matrix, and for off-diagonal stripes, which are what DIAG cannot express. DIAG and GD++ are diagonal "
-            "by construction.")
+    return (
+        f"Every layer's {D}×{D} Q (top) and P (bottom), first head, on one symmetric colour scale per model "
+        "(red positive, blue negative); pick the model in the menu. The paper (Figure 4) finds trained FULL models "
+        '"very diagonal heavy, with some low-rank component": look for the x-block diagonal and the y-entry of '
+        "each matrix, and for off-diagonal stripes, which are what DIAG cannot express. DIAG and GD++ are diagonal "
+        "by construction."
+    )
 
 
 @view("heatmaps", "Pˡ and Qˡ heatmaps", height=600, caption=_heatmap_caption, after=_heatmap_menu)
@@ -335,48 +434,98 @@ def heatmaps(data: ReportData) -> go.Figure:
         ticks = [f"x{i + 1}" for i in range(len(r.P[0]) - 1)] + ["y"]
         for row_i, (name, mats) in enumerate((("Q", r.Q), ("P", r.P)), start=1):
             for l, z in enumerate(mats):
-                fig.add_trace(go.Heatmap(
-                    z=z, x=ticks, y=ticks, zmin=-scale, zmax=scale, zmid=0, colorscale="RdBu_r", visible=m == 0,
-                    showscale=(row_i == 1 and l == 0), colorbar=dict(title=dict(text="entry"), thickness=14, len=0.9),
-                    hovertemplate=f"{e.label}<br>{name}<sup>{l + 1}</sup>[%{{y}}, %{{x}}] = %{{z:.5g}}<extra></extra>"),
-                    row=row_i, col=l + 1)
+                fig.add_trace(
+                    go.Heatmap(
+                        z=z,
+                        x=ticks,
+                        y=ticks,
+                        zmin=-scale,
+                        zmax=scale,
+                        zmid=0,
+                        colorscale="RdBu_r",
+                        visible=m == 0,
+                        showscale=(row_i == 1 and l == 0),
+                        colorbar=dict(title=dict(text="entry"), thickness=14, len=0.9),
+                        hovertemplate=f"{e.label}<br>{name}<sup>{l + 1}</sup>[%{{y}}, %{{x}}] = %{{z:.5g}}"
+                        "<extra></extra>",
+                    ),
+                    row=row_i,
+                    col=l + 1,
+                )
     for c in range(1, Lmax + 1):
         for r_ in (1, 2):
             anchor = (r_ - 1) * Lmax + c
             fig.update_xaxes(title_text="column j", tickfont=dict(size=9), row=r_, col=c, showgrid=False, mirror=True)
-            fig.update_yaxes(title_text="row i", tickfont=dict(size=9), autorange="reversed", row=r_, col=c,
-                             showgrid=False, scaleanchor=f"x{anchor if anchor > 1 else ''}")
+            fig.update_yaxes(
+                title_text="row i",
+                tickfont=dict(size=9),
+                autorange="reversed",
+                row=r_,
+                col=c,
+                showgrid=False,
+                scaleanchor=f"x{anchor if anchor > 1 else ''}",
+            )
     return fig
 
 
-@view("after-k-layers", "Prediction after K layers", height=lambda data: 330 * _grid(len(_deep(data)))[0] + 40,
-      after=lambda fig, data: fig.update_layout(margin=dict(r=50)), caption=(
-          "The prediction −y of the query read after K of L layers (README, Conventions), per evaluation σ, light (K = 1) "
-          "to dark (K = L). Each layer should lower the curve everywhere; where an intermediate curve sits below the "
-          "final one the model trades accuracy at that σ for accuracy elsewhere (the paper's Figures 5 and 7)."))
+@view(
+    "after-k-layers",
+    "Prediction after K layers",
+    height=lambda data: 330 * _grid(len(_deep(data)))[0] + 40,
+    after=lambda fig, data: fig.update_layout(margin=dict(r=50)),
+    caption=(
+        "The prediction −y of the query read after K of L layers (README, Conventions), per evaluation σ, light "
+        "(K = 1) to dark (K = L). Each layer should lower the curve everywhere; where an intermediate curve sits "
+        "below the final one the model trades accuracy at that σ for accuracy elsewhere (the paper's Figures 5 and 7)."
+    ),
+)
 def after_k_layers(data: ReportData) -> "go.Figure | Note":
     entries = _deep(data)
     if not entries:
         return Note("No model with two or more layers.")
     rows, cols = _grid(len(entries))
-    fig = _subplots(cols, rows=rows, titles=[f"{e.label}" for e in entries], horizontal_spacing=0.06,
-                    vertical_spacing=0.12 if rows > 1 else 0.1, shared_yaxes=True)
+    fig = _subplots(
+        cols,
+        rows=rows,
+        titles=[f"{e.label}" for e in entries],
+        horizontal_spacing=0.06,
+        vertical_spacing=0.12 if rows > 1 else 0.1,
+        shared_yaxes=True,
+    )
     for i, e in enumerate(entries):
         r, c = i // cols + 1, i % cols + 1
         rec, L = data.records[e.label], e.n_layers
         _in_distribution(fig, e.noise, r, c)
         for k in range(1, L + 1):
             mean = rec.profile_mean[k]
-            fig.add_trace(go.Scatter(
-                x=rec.sigmas, y=[_pos(v) for v in mean], mode="lines", name=f"K = {k}", legendgroup=f"K{k}",
-                showlegend=False, line=dict(color=ramp(e.arch, k - 1, L), width=2.2 if k == L else 1.6),
-                customdata=[[v, k] for v in mean],
-                hovertemplate=f"{e.label}<br>after K = %{{customdata[1]}} of {L} layers<br>σ = %{{x}}"
-                              f"<br>adjusted loss %{{customdata[0]:.5g}}<extra></extra>"), row=r, col=c)
+            fig.add_trace(
+                go.Scatter(
+                    x=rec.sigmas,
+                    y=[_pos(v) for v in mean],
+                    mode="lines",
+                    name=f"K = {k}",
+                    legendgroup=f"K{k}",
+                    showlegend=False,
+                    line=dict(color=ramp(e.arch, k - 1, L), width=2.2 if k == L else 1.6),
+                    customdata=[[v, k] for v in mean],
+                    hovertemplate=f"{e.label}<br>after K = %{{customdata[1]}} of {L} layers<br>σ = %{{x}}"
+                    f"<br>adjusted loss %{{customdata[0]:.5g}}<extra></extra>",
+                ),
+                row=r,
+                col=c,
+            )
             last = next((j for j in range(len(mean) - 1, -1, -1) if _pos(mean[j])), None)
             if last is not None:
-                fig.add_annotation(x=rec.sigmas[last], y=math.log10(mean[last]), text=f"K={k}", showarrow=False,
-                                   xanchor="left", font=dict(size=10, color=ramp(e.arch, k - 1, L)), row=r, col=c)
+                fig.add_annotation(
+                    x=rec.sigmas[last],
+                    y=math.log10(mean[last]),
+                    text=f"K={k}",
+                    showarrow=False,
+                    xanchor="left",
+                    font=dict(size=10, color=ramp(e.arch, k - 1, L)),
+                    row=r,
+                    col=c,
+                )
         _axes(fig, "evaluation noise σ", "adjusted loss (log)" if c == 1 else "adjusted loss", r, c, ylog=True)
     return fig
 
@@ -389,42 +538,79 @@ def _deep(data: ReportData) -> list[Entry]:
 OMEGA_LABELS = ["ω<sub>xx</sub>", "ω<sub>xy</sub>", "ω<sub>yx</sub>", "ω<sub>yy</sub>"]
 
 
-@view("omegas", "ω per layer", height=430, caption=(
-    "The four products ω_xx = Σp_x q_x, ω_xy, ω_yx, ω_yy of each layer (Vladymyrov et al. 2024, DIAG; README, Conventions): read from the weights for "
-    "DIAG and GD++, from the nearest DIAG operator (orthogonal projection) for FULL. ω_yx < 0 is a gradient step "
-    "on y, ω_xx < 0 preconditions x, ω_xy ≠ 0 builds the momentum buffer u, ω_yy < 0 shrinks the prediction more "
-    "for noisier sequences (§5.2). GD++ has ω_xy = ω_yy = 0 by construction."))
+@view(
+    "omegas",
+    "ω per layer",
+    height=430,
+    caption=(
+        "The four products ω_xx = Σp_x q_x, ω_xy, ω_yx, ω_yy of each layer (Vladymyrov et al. 2024, DIAG; README, "
+        "Conventions): read from the weights for "
+        "DIAG and GD++, from the nearest DIAG operator (orthogonal projection) for FULL. ω_yx < 0 is a gradient step "
+        "on y, ω_xx < 0 preconditions x, ω_xy ≠ 0 builds the momentum buffer u, ω_yy < 0 shrinks the prediction more "
+        "for noisier sequences (§5.2). GD++ has ω_xy = ω_yy = 0 by construction."
+    ),
+)
 def omegas(data: ReportData) -> go.Figure:
     fig = _subplots(4, titles=OMEGA_LABELS, horizontal_spacing=0.07)
     for k in range(4):
-        _per_layer_lines(data, fig, lambda p, e, k=k: [om[k] for om in p.omegas.omega], 1, k + 1,
-                         hover=OMEGA_LABELS[k].replace("<sub>", "_").replace("</sub>", ""), show_legend=k == 0)
+        _per_layer_lines(
+            data,
+            fig,
+            lambda p, e, k=k: [om[k] for om in p.omegas.omega],
+            1,
+            k + 1,
+            hover=OMEGA_LABELS[k].replace("<sub>", "_").replace("</sub>", ""),
+            show_legend=k == 0,
+        )
         _axes(fig, "layer l", "value", 1, k + 1, dtick=1)
     return fig
 
 
-SOLVER_REFS = [("relerr_ols", "vs OLS"), ("relerr_ridge_oracle", "vs oracle ridge (λ = σ²)"),
-               ("relerr_gd", "vs GD-l (tuned step)")]
+SOLVER_REFS = [
+    ("relerr_ols", "vs OLS"),
+    ("relerr_ridge_oracle", "vs oracle ridge (λ = σ²)"),
+    ("relerr_gd", "vs GD-l (tuned step)"),
+]
 
 
-@view("solvers", "Implicit wˡ against OLS, ridge and GD", height=420, caption=(
-    "Theorem 4.1: after l layers the model predicts ⟨wˡ, x_t⟩ with a context-dependent wˡ. Shown is the mean "
-    "relative distance of wˡ to OLS, to the oracle ridge solution (λ = σ², the target) and to l steps of gradient "
-    "descent with a tuned step. Look for deep DIAG/FULL models moving away from GD-l and toward the oracle ridge; "
-    "OLS is close only for nearly noiseless sequences."))
+@view(
+    "solvers",
+    "Implicit wˡ against OLS, ridge and GD",
+    height=420,
+    caption=(
+        "Theorem 4.1: after l layers the model predicts ⟨wˡ, x_t⟩ with a context-dependent wˡ. Shown is the mean "
+        "relative distance of wˡ to OLS, to the oracle ridge solution (λ = σ², the target) and to l steps of gradient "
+        "descent with a tuned step. Look for deep DIAG/FULL models moving away from GD-l and toward the oracle ridge; "
+        "OLS is close only for nearly noiseless sequences."
+    ),
+)
 def solvers(data: ReportData) -> go.Figure:
     fig = _subplots(3, titles=[t for _, t in SOLVER_REFS], shared_yaxes=True, horizontal_spacing=0.04)
     for c, (key, _) in enumerate(SOLVER_REFS, start=1):
-        _per_layer_lines(data, fig, lambda p, e, key=key: getattr(p.solvers, key)[1:], 1, c, log=True,
-                         hover="‖w<sup>l</sup> − w<sub>ref</sub>‖/‖w<sub>ref</sub>‖", show_legend=c == 1)
+        _per_layer_lines(
+            data,
+            fig,
+            lambda p, e, key=key: getattr(p.solvers, key)[1:],
+            1,
+            c,
+            log=True,
+            hover="‖w<sup>l</sup> − w<sub>ref</sub>‖/‖w<sub>ref</sub>‖",
+            show_legend=c == 1,
+        )
         _axes(fig, "layer l", "relative distance (log)" if c == 1 else "relative distance", 1, c, ylog=True, dtick=1)
     return fig
 
 
-@view("momentum", "Momentum ‖uˡ‖ by layer", height=380, caption=(
-    "uˡ is the part of every x token that copies its own label (x_iˡ = Mˡ x_i + y_i uˡ); Lemma 4.4 shows it acts "
-    "as the velocity buffer of a momentum method, fed by ω_xy. GD++ stays at zero by construction; a DIAG or FULL "
-    "model that grows u uses momentum."))
+@view(
+    "momentum",
+    "Momentum ‖uˡ‖ by layer",
+    height=380,
+    caption=(
+        "uˡ is the part of every x token that copies its own label (x_iˡ = Mˡ x_i + y_i uˡ); Lemma 4.4 shows it acts "
+        "as the velocity buffer of a momentum method, fed by ω_xy. GD++ stays at zero by construction; a DIAG or FULL "
+        "model that grows u uses momentum."
+    ),
+)
 def momentum(data: ReportData) -> go.Figure:
     fig = _subplots()
     _per_layer_lines(data, fig, lambda p, e: p.momentum.u_norm, start=0, hover="mean ‖u<sup>l</sup>‖")
@@ -432,10 +618,16 @@ def momentum(data: ReportData) -> go.Figure:
     return fig
 
 
-@view("implied-lambda", "Implied ridge λ against the true σ", height=470, caption=(
-    "For each sequence, the λ whose ridge solution (Σ + λI)⁻¹α is nearest to the model's final wᴸ; medians per "
-    "σ bin. A model that estimates the noise follows the dashed λ = σ² line; a constant-λ ridge (GD++, "
-    "ConstRR) is flat. The gap between the curves and the diagonal is the price of not knowing σ."))
+@view(
+    "implied-lambda",
+    "Implied ridge λ against the true σ",
+    height=470,
+    caption=(
+        "For each sequence, the λ whose ridge solution (Σ + λI)⁻¹α is nearest to the model's final wᴸ; medians per "
+        "σ bin. A model that estimates the noise follows the dashed λ = σ² line; a constant-λ ridge (GD++, "
+        "ConstRR) is flat. The gap between the curves and the diagonal is the price of not knowing σ."
+    ),
+)
 def implied_lambda(data: ReportData) -> go.Figure:
     fig = _subplots()
     sig_all = []
@@ -443,84 +635,174 @@ def implied_lambda(data: ReportData) -> go.Figure:
         p = data.records[e.label].probe.implied_lambda
         lam = p.median_by_sigma[-1]
         sig_all += p.sigma
-        fig.add_trace(go.Scatter(
-            x=p.sigma, y=[_pos(v) for v in lam], mode="lines+markers", name=_name(e, data), legendgroup=e.label,
-            line=dict(color=_color(e, data), width=2), marker=dict(size=7), customdata=lam,
-            hovertemplate=f"{e.label}, last layer<br>σ ≈ %{{x:.3g}}<br>median implied λ %{{customdata:.5g}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=p.sigma,
+                y=[_pos(v) for v in lam],
+                mode="lines+markers",
+                name=_name(e, data),
+                legendgroup=e.label,
+                line=dict(color=_color(e, data), width=2),
+                marker=dict(size=7),
+                customdata=lam,
+                hovertemplate=f"{e.label}, last layer<br>σ ≈ %{{x:.3g}}<br>median implied λ %{{customdata:.5g}}"
+                "<extra></extra>",
+            )
+        )
     if sig_all:
         lo, hi = min(sig_all), max(sig_all)
         xs = [lo + i * (hi - lo) / 60 for i in range(61)]
-        fig.add_trace(go.Scatter(x=xs, y=[x * x for x in xs], mode="lines", name="oracle λ = σ²",
-                                 line=dict(color="#1A1A1A", dash="dash", width=1.5),
-                                 hovertemplate="oracle λ = σ² = %{y:.4g} at σ = %{x:.3g}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[x * x for x in xs],
+                mode="lines",
+                name="oracle λ = σ²",
+                line=dict(color="#1A1A1A", dash="dash", width=1.5),
+                hovertemplate="oracle λ = σ² = %{y:.4g} at σ = %{x:.3g}<extra></extra>",
+            )
+        )
     for prior in _priors(data):
-        lam_c = next((data.records[e.label].probe.const_ridge.lambda_constrr for e in data.entries
-                      if e.noise == prior), None)
+        lam_c = next(
+            (data.records[e.label].probe.const_ridge.lambda_constrr for e in data.entries if e.noise == prior), None
+        )
         if lam_c and sig_all:
-            fig.add_trace(go.Scatter(x=[min(sig_all), max(sig_all)], y=[lam_c, lam_c], mode="lines",
-                                     name=f"ConstRR λ ({prior})", line=dict(color=BASELINE_STYLE["constrr"][1], dash="dot", width=1.6),
-                                     hovertemplate=f"ConstRR λ tuned on {prior}: {lam_c:.4g}<extra></extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[min(sig_all), max(sig_all)],
+                    y=[lam_c, lam_c],
+                    mode="lines",
+                    name=f"ConstRR λ ({prior})",
+                    line=dict(color=BASELINE_STYLE["constrr"][1], dash="dot", width=1.6),
+                    hovertemplate=f"ConstRR λ tuned on {prior}: {lam_c:.4g}<extra></extra>",
+                )
+            )
     _axes(fig, "true noise σ of the sequence (bin centre)", "implied ridge λ (log)", ylog=True)
     return fig
 
 
-@view("rescaling-step", "Rescaling and effective step against σ", height=470, caption=(
-    "Per layer (layer 1 dotted, 2 dashed, 3 dash-dot, the last solid), the median over sequences in each σ bin. "
-    "Left: the factor 1 + ω_yy λˡ by which layer l multiplies every label; below 1 and falling with σ is ridge-like "
-    "shrinkage. Right: the gradient step a layer takes, which shrinks for noisy sequences when ω_xy, ω_yx < 0 (early "
-    "stopping). Only the deepest models are shown at first; click legend entries to add others."))
+@view(
+    "rescaling-step",
+    "Rescaling and effective step against σ",
+    height=470,
+    caption=(
+        "Per layer (layer 1 dotted, 2 dashed, 3 dash-dot, the last solid), the median over sequences in each σ bin. "
+        "Left: the factor 1 + ω_yy λˡ by which layer l multiplies every label; below 1 and falling with σ is "
+        "ridge-like shrinkage. Right: the gradient step a layer takes, which shrinks for noisy sequences when "
+        "ω_xy, ω_yx < 0 (early stopping). Only the deepest models are shown at first; click legend entries to add "
+        "others."
+    ),
+)
 def rescaling_and_step(data: ReportData) -> go.Figure:
-    fig = _subplots(2, titles=["rescaling 1 + ω<sub>yy</sub><sup>l</sup> λ<sup>l</sup> (§5.2)",
-                               "effective step −ω<sub>yx</sub><sup>l</sup>(1 + ω<sub>xy</sub><sup>l−1</sup>ρ) (§5.3)"],
-                    horizontal_spacing=0.09)
+    fig = _subplots(
+        2,
+        titles=[
+            "rescaling 1 + ω<sub>yy</sub><sup>l</sup> λ<sup>l</sup> (§5.2)",
+            "effective step −ω<sub>yx</sub><sup>l</sup>(1 + ω<sub>xy</sub><sup>l−1</sup>ρ) (§5.3)",
+        ],
+        horizontal_spacing=0.09,
+    )
     deepest = max(e.n_layers for e in data.entries)
     for c, key in enumerate(("rescaling", "effective_step"), start=1):
         for e in data.entries:
             p, L = getattr(data.records[e.label].probe, key), e.n_layers
             for l, vals in enumerate(p.median_by_sigma, start=1):
-                fig.add_trace(go.Scatter(
-                    x=p.sigma, y=vals, mode="lines+markers", name=_name(e, data), legendgroup=e.label,
-                    showlegend=(c == 1 and l == 1), visible=True if e.n_layers == deepest else "legendonly",
-                    line=dict(color=_color(e, data), width=2, dash=layer_dash(l, L)), marker=dict(size=5),
-                    hovertemplate=f"{e.label}, layer {l}<br>σ ≈ %{{x:.3g}}<br>median %{{y:.5g}}<extra></extra>"),
-                    row=1, col=c)
+                fig.add_trace(
+                    go.Scatter(
+                        x=p.sigma,
+                        y=vals,
+                        mode="lines+markers",
+                        name=_name(e, data),
+                        legendgroup=e.label,
+                        showlegend=(c == 1 and l == 1),
+                        visible=True if e.n_layers == deepest else "legendonly",
+                        line=dict(color=_color(e, data), width=2, dash=layer_dash(l, L)),
+                        marker=dict(size=5),
+                        hovertemplate=f"{e.label}, layer {l}<br>σ ≈ %{{x:.3g}}<br>median %{{y:.5g}}<extra></extra>",
+                    ),
+                    row=1,
+                    col=c,
+                )
         fig.update_xaxes(title_text="true noise σ of the sequence (bin centre)", row=1, col=c)
     fig.update_yaxes(title_text="factor on every y", row=1, col=1)
     fig.update_yaxes(title_text="GD step size", row=1, col=2)
     return fig
 
 
-@view("full-fits", "FULL-to-DIAG fit and the remainder's spectrum", height=420, caption=(
-    "Each FULL layer computes a linear map S ↦ Σ P S Q of the context statistics. Left: R² of that map fitted by "
-    "the 4-parameter DIAG form on the layer's own inputs (hover: the loss change when the layer is replaced by its "
-    "DIAG projection). Middle: the weight-space share outside DIAG. Right: singular values of the remainder, one "
-    "line per layer (last layer solid): a flat spectrum is noise, one dominant value is a low-rank component."))
+@view(
+    "full-fits",
+    "FULL-to-DIAG fit and the remainder's spectrum",
+    height=420,
+    caption=(
+        "Each FULL layer computes a linear map S ↦ Σ P S Q of the context statistics. Left: R² of that map fitted by "
+        "the 4-parameter DIAG form on the layer's own inputs (hover: the loss change when the layer is replaced by its "
+        "DIAG projection). Middle: the weight-space share outside DIAG. Right: singular values of the remainder, one "
+        "line per layer (last layer solid): a flat spectrum is noise, one dominant value is a low-rank component."
+    ),
+)
 def full_fits(data: ReportData) -> "go.Figure | Note":
     fulls = [e for e in data.entries if e.arch == "full"]
     if not fulls:
         return Note("No FULL model in this report.", title="FULL-to-DIAG fit and the remainder")
-    fig = _subplots(3, titles=["DIAG-form fit R²", "share of ‖K‖² outside DIAG", "remainder singular values"],
-                    horizontal_spacing=0.08)
+    fig = _subplots(
+        3,
+        titles=["DIAG-form fit R²", "share of ‖K‖² outside DIAG", "remainder singular values"],
+        horizontal_spacing=0.08,
+    )
     for e in fulls:
         p, colour, L = data.records[e.label].probe, _color(e, data), e.n_layers
         delta = (p.ablation.delta_per_layer if p.ablation else None) or [None] * L
         r2, layers = p.fits.diag.r2, list(range(1, L + 1))
-        fig.add_trace(go.Scatter(
-            x=layers, y=r2, mode="lines+markers", name=_name(e, data), legendgroup=e.label,
-            line=dict(color=colour, width=2), marker=dict(size=8), customdata=[[v, _fmt(d, "+.3g")] for v, d in zip(r2, delta)],
-            hovertemplate=f"{e.label}<br>layer %{{x}}<br>R² %{{customdata[0]:.5f}}<br>Δ adjusted loss if DIAG-projected "
-                          "%{customdata[1]}<extra></extra>"), row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=layers,
+                y=r2,
+                mode="lines+markers",
+                name=_name(e, data),
+                legendgroup=e.label,
+                line=dict(color=colour, width=2),
+                marker=dict(size=8),
+                customdata=[[v, _fmt(d, "+.3g")] for v, d in zip(r2, delta)],
+                hovertemplate=f"{e.label}<br>layer %{{x}}<br>R² %{{customdata[0]:.5f}}"
+                "<br>Δ adjusted loss if DIAG-projected %{customdata[1]}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
         share = p.projection.share_outside
-        fig.add_trace(go.Scatter(
-            x=layers, y=[_pos(v) for v in share], mode="lines+markers", name=_name(e, data), legendgroup=e.label,
-            showlegend=False, line=dict(color=colour, width=2), marker=dict(size=8), customdata=share,
-            hovertemplate=f"{e.label}<br>layer %{{x}}<br>off-DIAG share %{{customdata:.4g}}<extra></extra>"), row=1, col=2)
+        fig.add_trace(
+            go.Scatter(
+                x=layers,
+                y=[_pos(v) for v in share],
+                mode="lines+markers",
+                name=_name(e, data),
+                legendgroup=e.label,
+                showlegend=False,
+                line=dict(color=colour, width=2),
+                marker=dict(size=8),
+                customdata=share,
+                hovertemplate=f"{e.label}<br>layer %{{x}}<br>off-DIAG share %{{customdata:.4g}}<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
         for l, sv in enumerate(p.projection.remainder_sv, start=1):
-            fig.add_trace(go.Scatter(
-                x=list(range(1, len(sv) + 1)), y=[_pos(v) for v in sv], mode="lines+markers", name=_name(e, data),
-                legendgroup=e.label, showlegend=False, line=dict(color=colour, width=1.6, dash=layer_dash(l, L)),
-                marker=dict(size=5), customdata=sv,
-                hovertemplate=f"{e.label}, layer {l}<br>singular value #%{{x}}: %{{customdata:.4g}}<extra></extra>"), row=1, col=3)
+            fig.add_trace(
+                go.Scatter(
+                    x=list(range(1, len(sv) + 1)),
+                    y=[_pos(v) for v in sv],
+                    mode="lines+markers",
+                    name=_name(e, data),
+                    legendgroup=e.label,
+                    showlegend=False,
+                    line=dict(color=colour, width=1.6, dash=layer_dash(l, L)),
+                    marker=dict(size=5),
+                    customdata=sv,
+                    hovertemplate=f"{e.label}, layer {l}<br>singular value #%{{x}}: %{{customdata:.4g}}<extra></extra>",
+                ),
+                row=1,
+                col=3,
+            )
     fig.update_xaxes(title_text="layer l", dtick=1, row=1, col=1)
     fig.update_xaxes(title_text="layer l", dtick=1, row=1, col=2)
     fig.update_xaxes(title_text="index (largest first)", dtick=1, row=1, col=3)
@@ -531,11 +813,18 @@ def full_fits(data: ReportData) -> "go.Figure | Note":
 
 
 # ---------------------------------------------------------------------------- over training
-@view("training", "Training curves", height=400, caption=(
-    "The training objective (½·MSE on fresh batches, not adjusted) logged during training, as a running median over 7 "
-    "log points (deep models see rare batches with enormous loss; hover shows the logged value; the axis starts "
-    "clipped above the spikes, the autoscale button shows them). Plateaus followed by sudden drops are typical of "
-    "deep unnormalised models (Vladymyrov et al. 2024, training setup); a curve still falling at the end means more steps would help."))
+@view(
+    "training",
+    "Training curves",
+    height=400,
+    caption=(
+        "The training objective (½·MSE on fresh batches, not adjusted) logged during training, as a running median "
+        "over 7 log points (deep models see rare batches with enormous loss; hover shows the logged value; the "
+        "axis starts clipped above the spikes, the autoscale button shows them). Plateaus followed by sudden drops "
+        "are typical of deep unnormalised models (Vladymyrov et al. 2024, training setup); a curve still falling at "
+        "the end means more steps would help."
+    ),
+)
 def training_curves(data: ReportData) -> "go.Figure | Note":
     fig = _subplots()
     for e in data.entries:
@@ -543,16 +832,25 @@ def training_curves(data: ReportData) -> "go.Figure | Note":
         if not cur:
             continue
         smooth = _rolling_median(cur["loss"], 7)
-        fig.add_trace(go.Scatter(
-            x=cur["step"], y=[_pos(v) for v in smooth], mode="lines", name=_name(e, data), legendgroup=e.label,
-            line=dict(color=_color(e, data), width=1.8), customdata=list(zip(smooth, cur["loss"])),
-            hovertemplate=f"{e.label}<br>step %{{x}}<br>running median %{{customdata[0]:.5g}}"
-                          "<br>logged ½·MSE %{customdata[1]:.5g}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=cur["step"],
+                y=[_pos(v) for v in smooth],
+                mode="lines",
+                name=_name(e, data),
+                legendgroup=e.label,
+                line=dict(color=_color(e, data), width=1.8),
+                customdata=list(zip(smooth, cur["loss"])),
+                hovertemplate=f"{e.label}<br>step %{{x}}<br>running median %{{customdata[0]:.5g}}"
+                "<br>logged ½·MSE %{customdata[1]:.5g}<extra></extra>",
+            )
+        )
     if not fig.data:
         return Note("No run directory with metrics.jsonl among the models.")
     _axes(fig, "training step (log)", "training loss ½·MSE (log)", xlog=True, ylog=True)
     vals = sorted(v for t in fig.data for v in t.y if v is not None)
-    if vals:  # loss spikes of deep models (up to 1e18) would flatten everything else: start clipped at 10x the 90th percentile
+    # loss spikes of deep models (up to 1e18) would flatten everything else: start clipped at 10x the 90th percentile
+    if vals:
         fig.update_yaxes(range=[math.log10(vals[0]) - 0.1, math.log10(vals[int(0.9 * (len(vals) - 1))]) + 1])
     return fig
 
@@ -560,18 +858,28 @@ def training_curves(data: ReportData) -> "go.Figure | Note":
 DRIFT_CURVES = ((1, 1, "share_outside", True), (1, 2, "r2_diag", False), (2, 2, "remainder_effective_rank", False))
 
 
-@view("drift", "Drift of FULL models over training", height=720, caption=(
-    "Measured on a few checkpoints of every FULL run (interp.probes.drift; one colour per run; layer 1 dotted, "
-    "2 dashed, 3 dash-dot, the last solid). Does FULL drift "
-    "toward the DIAG structure? Look for the share outside DIAG falling and R² rising as training proceeds, and "
-    "for the dotted DIAG-projection loss meeting the model's loss: where they stay apart, the non-DIAG remainder "
-    "carries function. A low effective rank of the remainder means a low-rank component, a high one noise."))
+@view(
+    "drift",
+    "Drift of FULL models over training",
+    height=720,
+    caption=(
+        "Measured on a few checkpoints of every FULL run (interp.probes.drift; one colour per run; layer 1 dotted, "
+        "2 dashed, 3 dash-dot, the last solid). Does FULL drift "
+        "toward the DIAG structure? Look for the share outside DIAG falling and R² rising as training proceeds, and "
+        "for the dotted DIAG-projection loss meeting the model's loss: where they stay apart, the non-DIAG remainder "
+        "carries function. A low effective rank of the remainder means a low-rank component, a high one noise."
+    ),
+)
 def drift(data: ReportData) -> "go.Figure | Note":
     d = data.drift
     if not d.available:
         return Note(f"Drift curves are not available: {d.reason or ''}", title="Drift over training steps")
-    titles = ["share of ‖K‖² outside DIAG", "DIAG-form fit R²", "adjusted loss: model (solid), DIAG projection (dotted)",
-              "effective rank of the remainder"]
+    titles = [
+        "share of ‖K‖² outside DIAG",
+        "DIAG-form fit R²",
+        "adjusted loss: model (solid), DIAG projection (dotted)",
+        "effective rank of the remainder",
+    ]
     fig = _subplots(2, rows=2, titles=titles, horizontal_spacing=0.09, vertical_spacing=0.16)
     for i, (label, recs) in enumerate(d.runs.items()):
         e = next(x for x in data.entries if x.label == label)
@@ -583,25 +891,51 @@ def drift(data: ReportData) -> "go.Figure | Note":
                 continue
             for l in range(L):
                 vals = [getattr(r, key)[l] for r in recs]
-                fig.add_trace(go.Scatter(
-                    x=steps, y=[(_pos(v) if log else v) for v in vals], mode="lines+markers", name=_name(e, data),
-                    legendgroup=label, showlegend=first, line=dict(color=colour, width=1.8, dash=layer_dash(l + 1, L)),
-                    marker=dict(size=5), customdata=vals,
-                    hovertemplate=f"{label}, layer {l + 1}<br>step %{{x}}<br>{key} %{{customdata:.5g}}<extra></extra>"),
-                    row=row, col=col)
+                fig.add_trace(
+                    go.Scatter(
+                        x=steps,
+                        y=[(_pos(v) if log else v) for v in vals],
+                        mode="lines+markers",
+                        name=_name(e, data),
+                        legendgroup=label,
+                        showlegend=first,
+                        line=dict(color=colour, width=1.8, dash=layer_dash(l + 1, L)),
+                        marker=dict(size=5),
+                        customdata=vals,
+                        hovertemplate=f"{label}, layer {l + 1}<br>step %{{x}}<br>{key} %{{customdata:.5g}}"
+                        "<extra></extra>",
+                    ),
+                    row=row,
+                    col=col,
+                )
                 first = False
         for key, dash in (("loss", "solid"), ("loss_diag_projection", "dot")):
             if any(getattr(r, key) is None for r in recs):
                 continue
             vals = [getattr(r, key) for r in recs]
-            fig.add_trace(go.Scatter(
-                x=steps, y=[_pos(v) for v in vals], mode="lines+markers", name=_name(e, data), legendgroup=label,
-                showlegend=False, line=dict(color=colour, width=1.8, dash=dash), marker=dict(size=5),
-                customdata=[[v, r.gap_diag_projection] for v, r in zip(vals, recs)],
-                hovertemplate=f"{label} ({'model' if key == 'loss' else 'DIAG projection'})<br>step %{{x}}<br>adjusted loss "
-                              "%{customdata[0]:.5g}<br>gap %{customdata[1]:+.4g}<extra></extra>"), row=2, col=1)
-    for row, col, ytitle, log in ((1, 1, "share (log)", True), (1, 2, "R²", False), (2, 1, "adjusted loss (log)", True),
-                                  (2, 2, "effective rank", False)):
+            fig.add_trace(
+                go.Scatter(
+                    x=steps,
+                    y=[_pos(v) for v in vals],
+                    mode="lines+markers",
+                    name=_name(e, data),
+                    legendgroup=label,
+                    showlegend=False,
+                    line=dict(color=colour, width=1.8, dash=dash),
+                    marker=dict(size=5),
+                    customdata=[[v, r.gap_diag_projection] for v, r in zip(vals, recs)],
+                    hovertemplate=f"{label} ({'model' if key == 'loss' else 'DIAG projection'})"
+                    "<br>step %{x}<br>adjusted loss %{customdata[0]:.5g}<br>gap %{customdata[1]:+.4g}<extra></extra>",
+                ),
+                row=2,
+                col=1,
+            )
+    for row, col, ytitle, log in (
+        (1, 1, "share (log)", True),
+        (1, 2, "R²", False),
+        (2, 1, "adjusted loss (log)", True),
+        (2, 2, "effective rank", False),
+    ):
         fig.update_xaxes(title_text="training step (log)", type="log", row=row, col=col)
         fig.update_yaxes(title_text=ytitle, type="log" if log else "linear", row=row, col=col)
     return fig
@@ -611,18 +945,30 @@ def _rolling_median(values: list, window: int) -> list:
     half = window // 2
     out = []
     for i in range(len(values)):
-        part = sorted(v for v in values[max(0, i - half): i + half + 1] if v is not None)
+        part = sorted(v for v in values[max(0, i - half) : i + half + 1] if v is not None)
         out.append(part[len(part) // 2] if part else None)
     return out
 
 
 # ---------------------------------------------------------------------------- the report's sections
 def paper_panels(data: ReportData) -> list[Panel]:
-    return [loss_vs_layers(data), *(sigma_profiles(data, p) for p in _priors(data)), heatmaps(data), after_k_layers(data)]
+    return [
+        loss_vs_layers(data),
+        *(sigma_profiles(data, p) for p in _priors(data)),
+        heatmaps(data),
+        after_k_layers(data),
+    ]
 
 
 def interp_panels(data: ReportData) -> list[Panel]:
-    return [omegas(data), solvers(data), momentum(data), implied_lambda(data), rescaling_and_step(data), full_fits(data)]
+    return [
+        omegas(data),
+        solvers(data),
+        momentum(data),
+        implied_lambda(data),
+        rescaling_and_step(data),
+        full_fits(data),
+    ]
 
 
 def trajectory_panels(data: ReportData) -> list[Panel]:

@@ -25,22 +25,27 @@ body { margin: 0; font-family: FONT; color: var(--ink); background: #f6f7f9; lin
 header { background: #fff; border-bottom: 1px solid var(--line); padding: 28px 48px 18px; }
 header h1 { margin: 0 0 4px; font-size: 26px; font-weight: 650; letter-spacing: -0.01em; }
 header p { margin: 2px 0; color: var(--muted); font-size: 14px; }
-main { display: grid; grid-template-columns: 250px minmax(0, 1fr); gap: 28px; padding: 24px 48px 60px; max-width: 1680px; }
+main { display: grid; grid-template-columns: 250px minmax(0, 1fr); gap: 28px;
+  padding: 24px 48px 60px; max-width: 1680px; }
 nav { position: sticky; top: 16px; align-self: start; font-size: 14px; }
 nav h2 { font-size: 12px; text-transform: uppercase; letter-spacing: 0.06em; color: var(--muted); margin: 14px 0 6px; }
 nav a { display: block; color: var(--ink); text-decoration: none; padding: 3px 8px; border-radius: 5px; }
 nav a:hover { background: #e9eef6; color: var(--accent); }
 section > h2 { font-size: 20px; margin: 30px 0 12px; padding-bottom: 6px; border-bottom: 2px solid var(--line); }
-.card { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 18px 22px 10px; margin: 0 0 22px; }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 10px;
+  padding: 18px 22px 10px; margin: 0 0 22px; }
 .card h3 { margin: 0 0 4px; font-size: 17px; font-weight: 620; }
 .card p.look { margin: 0 0 8px; color: var(--muted); font-size: 14px; max-width: 1100px; }
-.card p.note { margin: 8px 0 14px; padding: 10px 14px; background: #fff8e6; border-left: 4px solid #e0a800; font-size: 14px; }
+.card p.note { margin: 8px 0 14px; padding: 10px 14px; background: #fff8e6;
+  border-left: 4px solid #e0a800; font-size: 14px; }
 table.summary { border-collapse: collapse; font-size: 13.5px; width: 100%; font-variant-numeric: tabular-nums; }
-table.summary th, table.summary td { padding: 5px 10px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
+table.summary th, table.summary td { padding: 5px 10px; border-bottom: 1px solid var(--line);
+  text-align: right; white-space: nowrap; }
 table.summary th { background: #f1f3f6; font-weight: 600; position: sticky; top: 0; }
 table.summary td.l, table.summary th.l { text-align: left; }
 table.summary tr.base td { color: var(--muted); }
-.dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 6px; vertical-align: middle; }
+.dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%;
+  margin-right: 6px; vertical-align: middle; }
 .tag { font-size: 11px; padding: 1px 6px; border-radius: 8px; background: #fff1d6; color: #8a5a00; margin-left: 6px; }
 .good { color: #1d7a34; } .bad { color: #b3261e; }
 footer { color: var(--muted); font-size: 12.5px; padding: 0 48px 30px; }
@@ -62,26 +67,61 @@ def summary_rows(data: ReportData) -> list[dict]:
     for e in data.entries:
         loss = data.records[e.label].loss
         paper = paper_value(e.arch, e.noise, e.n_layers, e.d, e.n) if e.n_heads == 1 else None
-        rows.append(dict(kind="model", name=e.label, arch=e.arch, what=f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}",
-                         noise=e.noise, step=e.step, total=e.total_steps, complete=e.complete,
-                         mean=loss.mean, stderr=loss.stderr, paper=paper,
-                         ratio=loss.mean / paper if paper else None))
+        rows.append(
+            dict(
+                kind="model",
+                name=e.label,
+                arch=e.arch,
+                what=f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}",
+                noise=e.noise,
+                step=e.step,
+                total=e.total_steps,
+                complete=e.complete,
+                mean=loss.mean,
+                stderr=loss.stderr,
+                paper=paper,
+                ratio=loss.mean / paper if paper else None,
+            )
+        )
     for prior, base in data.baselines.items():
         for b in BASELINES:
             if b in base.loss:
                 est, paper = base.loss[b], base.paper.get(b)
-                rows.append(dict(kind="baseline", name=BASELINE_STYLE[b][0], arch=b, what="baseline", noise=prior,
-                                 step=None, total=None, complete=True, mean=est.mean, stderr=est.stderr,
-                                 paper=paper, ratio=est.mean / paper if paper else None))
+                rows.append(
+                    dict(
+                        kind="baseline",
+                        name=BASELINE_STYLE[b][0],
+                        arch=b,
+                        what="baseline",
+                        noise=prior,
+                        step=None,
+                        total=None,
+                        complete=True,
+                        mean=est.mean,
+                        stderr=est.stderr,
+                        paper=paper,
+                        ratio=est.mean / paper if paper else None,
+                    )
+                )
     return rows
 
 
 def summary_text(data: ReportData) -> str:
     """The summary table for a terminal."""
     head = ["model", "what", "noise", "step", "adjusted", "± s.e.", "paper", "ours/paper"]
-    body = [[r["name"], r["what"], r["noise"], "" if r["step"] is None else f"{r['step']}" + ("" if r["complete"] else "*"),
-             _fmt(r["mean"]), _fmt(r["stderr"], ".2g"), _fmt(r["paper"]), _fmt(r["ratio"], ".2f")]
-            for r in summary_rows(data)]
+    body = [
+        [
+            r["name"],
+            r["what"],
+            r["noise"],
+            "" if r["step"] is None else f"{r['step']}" + ("" if r["complete"] else "*"),
+            _fmt(r["mean"]),
+            _fmt(r["stderr"], ".2g"),
+            _fmt(r["paper"]),
+            _fmt(r["ratio"], ".2f"),
+        ]
+        for r in summary_rows(data)
+    ]
     widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
     line = lambda r: "  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
     text = "\n".join([line(head), "  ".join("-" * w for w in widths), *(line(r) for r in body)])
@@ -92,23 +132,34 @@ def summary_text(data: ReportData) -> str:
 
 def _summary_html(data: ReportData) -> str:
     s = data.settings
-    out = ['<table class="summary"><thead><tr><th class="l">model</th><th class="l">what</th><th class="l">noise</th>'
-           '<th>step</th><th>adjusted loss</th><th>± s.e.</th><th>paper (Table 1)</th><th>ours / paper</th></tr></thead><tbody>']
+    out = [
+        '<table class="summary"><thead><tr><th class="l">model</th><th class="l">what</th><th class="l">noise</th>'
+        "<th>step</th><th>adjusted loss</th><th>± s.e.</th><th>paper (Table 1)</th>"
+        "<th>ours / paper</th></tr></thead><tbody>"
+    ]
     for r in summary_rows(data):
         colour = ARCH_COLOR.get(r["arch"]) or BASELINE_STYLE.get(r["arch"], ("", "#999"))[1]
         tag = "" if r["complete"] else '<span class="tag">training</span>'
-        step = "" if r["step"] is None else (f"{r['step']}" if r["total"] in (None, r["step"]) else f"{r['step']} / {r['total']}")
+        step = (
+            ""
+            if r["step"] is None
+            else (f"{r['step']}" if r["total"] in (None, r["step"]) else f"{r['step']} / {r['total']}")
+        )
         ratio = r["ratio"]
         cls = "" if ratio is None else (" good" if ratio <= 1.05 else " bad" if ratio > 1.5 else "")
         out.append(
-            f'<tr class="{"base" if r["kind"] == "baseline" else ""}"><td class="l"><span class="dot" style="background:{colour}">'
-            f'</span>{html.escape(r["name"])}{tag}</td><td class="l">{html.escape(r["what"])}</td><td class="l">{html.escape(r["noise"])}</td>'
+            f'<tr class="{"base" if r["kind"] == "baseline" else ""}">'
+            f'<td class="l"><span class="dot" style="background:{colour}"></span>{html.escape(r["name"])}{tag}</td>'
+            f'<td class="l">{html.escape(r["what"])}</td><td class="l">{html.escape(r["noise"])}</td>'
             f'<td>{step}</td><td title="{r["mean"]!r}">{_fmt(r["mean"])}</td><td>{_fmt(r["stderr"], ".2g")}</td>'
-            f'<td>{_fmt(r["paper"])}</td><td class="{cls.strip()}">{_fmt(ratio, ".2f")}</td></tr>')
+            f'<td>{_fmt(r["paper"])}</td><td class="{cls.strip()}">{_fmt(ratio, ".2f")}</td></tr>'
+        )
     out.append("</tbody></table>")
-    out.append(f'<p class="look">Adjusted loss = ½·MSE minus the oracle ridge\'s ½·MSE on the same {s.n_seq:,} sequences '
-               "of the model's training prior (seed 0). The paper's numbers are the best of 5 seeds after 200 000 steps; "
-               "ratios above 1.5 are red, at or below 1.05 green.</p>")
+    out.append(
+        f'<p class="look">Adjusted loss = ½·MSE minus the oracle ridge\'s ½·MSE on the same {s.n_seq:,} sequences '
+        "of the model's training prior (seed 0). The paper's numbers are the best of 5 seeds after 200 000 steps; "
+        "ratios above 1.5 are red, at or below 1.05 green.</p>"
+    )
     return "\n".join(out)
 
 
@@ -119,16 +170,27 @@ def _panel_html(p: Panel) -> str:
     if p.note:
         parts.append(f'<p class="note">{html.escape(p.note)}</p>')
     if p.figure is not None:
-        parts.append(pio.to_html(p.figure, full_html=False, include_plotlyjs=False, include_mathjax=False,
-                                 div_id=f"fig-{p.id}", config=PLOT_CONFIG, default_width="100%"))
+        parts.append(
+            pio.to_html(
+                p.figure,
+                full_html=False,
+                include_plotlyjs=False,
+                include_mathjax=False,
+                div_id=f"fig-{p.id}",
+                config=PLOT_CONFIG,
+                default_width="100%",
+            )
+        )
     parts.append("</div>")
     return "\n".join(parts)
 
 
 def sections(data: ReportData) -> list[tuple[str, str, list[Panel]]]:
-    return [("paper", "The paper's views", paper_panels(data)),
-            ("probes", "What interp finds inside", interp_panels(data)),
-            ("training", "Over training", trajectory_panels(data))]
+    return [
+        ("paper", "The paper's views", paper_panels(data)),
+        ("probes", "What interp finds inside", interp_panels(data)),
+        ("training", "Over training", trajectory_panels(data)),
+    ]
 
 
 def _short(path: str) -> str:
@@ -144,10 +206,13 @@ def render(data: ReportData, title: str = "interp report") -> str:
     secs = sections(data)
     toc = ['<nav><h2>Contents</h2><a href="#summary">Summary table</a>']
     for sid, name, panels in secs:
-        toc.append(f'<h2>{html.escape(name)}</h2>')
+        toc.append(f"<h2>{html.escape(name)}</h2>")
         toc += [f'<a href="#{p.id}">{html.escape(p.title)}</a>' for p in panels]
     toc.append("</nav>")
-    body = [f'<section id="summary"><h2>Summary: adjusted loss against the paper</h2><div class="card">{_summary_html(data)}</div></section>']
+    body = [
+        '<section id="summary"><h2>Summary: adjusted loss against the paper</h2>'
+        f'<div class="card">{_summary_html(data)}</div></section>'
+    ]
     for sid, name, panels in secs:
         body.append(f'<section id="{sid}"><h2>{html.escape(name)}</h2>')
         body += [_panel_html(p) for p in panels]
@@ -155,18 +220,30 @@ def render(data: ReportData, title: str = "interp report") -> str:
     s = data.settings
     now = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     priors = ", ".join(dict.fromkeys(e.noise for e in data.entries))
-    return "\n".join([
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style>",
-        f'<script type="text/javascript">{get_plotlyjs()}</script>',
-        "</head><body>",
-        f"<header><h1>{html.escape(title)}</h1>"
-        f"<p>{len(data.entries)} linear transformers trained on in-context linear regression ({html.escape(priors)}), "
-        "after Vladymyrov et al., <i>Linear Transformers are Versatile In-Context Learners</i> (NeurIPS 2024).</p>"
-        f"<p>Generated {now} by <code>interp report</code>; {s.n_seq:,} sequences per loss, {s.profile_seq:,} per σ, "
-        f"{s.probe_seq:,} probed. Hover any point for exact values; click legend entries to hide or isolate them.</p></header>",
-        "<main>", *toc, "<div>", *body, "</div></main>",
-        f"<footer>plotly {plotly.__version__}; models: " + html.escape(", ".join(_short(e.path) for e in data.entries)) + "</footer>",
-        "</body></html>",
-    ])
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{html.escape(title)}</title>",
+            f"<style>{CSS}</style>",
+            f'<script type="text/javascript">{get_plotlyjs()}</script>',
+            "</head><body>",
+            f"<header><h1>{html.escape(title)}</h1>"
+            f"<p>{len(data.entries)} linear transformers trained on in-context linear regression "
+            f"({html.escape(priors)}), "
+            "after Vladymyrov et al., <i>Linear Transformers are Versatile In-Context Learners</i> (NeurIPS 2024).</p>"
+            f"<p>Generated {now} by <code>interp report</code>; {s.n_seq:,} sequences per loss, {s.profile_seq:,} "
+            f"per σ, {s.probe_seq:,} probed. Hover any point for exact values; click legend entries to hide or isolate "
+            "them.</p></header>",
+            "<main>",
+            *toc,
+            "<div>",
+            *body,
+            "</div></main>",
+            f"<footer>plotly {plotly.__version__}; models: "
+            + html.escape(", ".join(_short(e.path) for e in data.entries))
+            + "</footer>",
+            "</body></html>",
+        ]
+    )

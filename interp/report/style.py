@@ -20,7 +20,7 @@ LAYER_DASH = ["dot", "dash", "dashdot", "longdash"]
 
 def _mix(hex_color: str, t: float) -> str:
     """Blend a colour toward white by t in [0, 1]."""
-    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
     r, g, b = (round(c + (255 - c) * t) for c in (r, g, b))
     return f"#{r:02x}{g:02x}{b:02x}"
 
@@ -46,19 +46,37 @@ def layer_dash(l: int, L: int) -> str:
 
 def apply_theme(fig: go.Figure, height: int = 420) -> go.Figure:
     fig.update_layout(
-        template="plotly_white", height=height, font=dict(family=FONT, size=13, color="#222"),
-        margin=dict(l=70, r=30, t=50, b=60), hoverlabel=dict(font=dict(family=FONT, size=12)),
-        legend=dict(font=dict(size=12), bgcolor="rgba(255,255,255,0.85)", itemclick="toggle",
-                    itemdoubleclick="toggleothers", groupclick="togglegroup"),
+        template="plotly_white",
+        height=height,
+        font=dict(family=FONT, size=13, color="#222"),
+        margin=dict(l=70, r=30, t=50, b=60),
+        hoverlabel=dict(font=dict(family=FONT, size=12)),
+        legend=dict(
+            font=dict(size=12),
+            bgcolor="rgba(255,255,255,0.85)",
+            itemclick="toggle",
+            itemdoubleclick="toggleothers",
+            groupclick="togglegroup",
+        ),
     )
     fig.update_xaxes(showline=True, linecolor="#999", mirror=True, ticks="outside", gridcolor="#eee", zeroline=False)
-    fig.update_yaxes(showline=True, linecolor="#999", mirror=True, ticks="outside", gridcolor="#eee", zeroline=False,
-                     exponentformat="power")
+    fig.update_yaxes(
+        showline=True,
+        linecolor="#999",
+        mirror=True,
+        ticks="outside",
+        gridcolor="#eee",
+        zeroline=False,
+        exponentformat="power",
+    )
     fig.update_xaxes(exponentformat="power")
     fig.update_annotations(font=dict(family=FONT, size=14))
     entries = sum(1 for t in fig.data if t.showlegend is not False and t.name)
     if entries > 10:  # a long legend would scroll beside the plot: lay it out in rows below instead
         rows = -(-entries // 6)
-        fig.update_layout(height=height + 26 * rows, margin=dict(b=70 + 26 * rows),
-                          legend=dict(orientation="h", yref="container", y=0.005, yanchor="bottom", x=0, xanchor="left"))
+        fig.update_layout(
+            height=height + 26 * rows,
+            margin=dict(b=70 + 26 * rows),
+            legend=dict(orientation="h", yref="container", y=0.005, yanchor="bottom", x=0, xanchor="left"),
+        )
     return fig
