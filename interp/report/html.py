@@ -81,6 +81,7 @@ def summary_rows(data: ReportData) -> list[dict]:
                 stderr=loss.stderr,
                 paper=paper,
                 ratio=loss.mean / paper if paper else None,
+                ratio_se=loss.stderr / paper if paper else None,
             )
         )
     for prior, base in data.baselines.items():
@@ -101,9 +102,17 @@ def summary_rows(data: ReportData) -> list[dict]:
                         stderr=est.stderr,
                         paper=paper,
                         ratio=est.mean / paper if paper else None,
+                        ratio_se=est.stderr / paper if paper else None,
                     )
                 )
     return rows
+
+
+def _ratio(row: dict) -> str:
+    """ours / paper ± its standard error (the paper's value taken as exact)."""
+    if row["ratio"] is None:
+        return _fmt(None, ".2f")
+    return f"{row['ratio']:.2f} ± {row['ratio_se']:.2f}"
 
 
 def summary_text(data: ReportData) -> str:
@@ -118,7 +127,7 @@ def summary_text(data: ReportData) -> str:
             _fmt(r["mean"]),
             _fmt(r["stderr"], ".2g"),
             _fmt(r["paper"]),
-            _fmt(r["ratio"], ".2f"),
+            _ratio(r),
         ]
         for r in summary_rows(data)
     ]
@@ -152,13 +161,13 @@ def _summary_html(data: ReportData) -> str:
             f'<td class="l"><span class="dot" style="background:{colour}"></span>{html.escape(r["name"])}{tag}</td>'
             f'<td class="l">{html.escape(r["what"])}</td><td class="l">{html.escape(r["noise"])}</td>'
             f'<td>{step}</td><td title="{r["mean"]!r}">{_fmt(r["mean"])}</td><td>{_fmt(r["stderr"], ".2g")}</td>'
-            f'<td>{_fmt(r["paper"])}</td><td class="{cls.strip()}">{_fmt(ratio, ".2f")}</td></tr>'
+            f'<td>{_fmt(r["paper"])}</td><td class="{cls.strip()}">{_ratio(r)}</td></tr>'
         )
     out.append("</tbody></table>")
     out.append(
         f'<p class="look">Adjusted loss = ½·MSE minus the oracle ridge\'s ½·MSE on the same {s.n_seq:,} sequences '
         "of the model's training prior (seed 0). The paper's numbers are the best of 5 seeds after 200 000 steps; "
-        "ratios above 1.5 are red, at or below 1.05 green.</p>"
+        "ratios (± one standard error) above 1.5 are red, at or below 1.05 green.</p>"
     )
     return "\n".join(out)
 
