@@ -164,7 +164,7 @@ def test_drift_section_says_when_unavailable(report):
 
 
 def test_library_never_imports_report_or_cli():
-    root = Path(__file__).resolve().parents[1] / "interp"
+    root = Path(__file__).resolve().parents[2] / "interp"
     for src in root.rglob("*.py"):
         rel = src.relative_to(root).parts
         if rel[0] in ("report", "cli"):

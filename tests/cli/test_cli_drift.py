@@ -9,7 +9,7 @@ import pytest
 from interp.cli import main
 from interp.config import ModelConfig, TrainConfig
 from interp.run import Run
-from tests.test_drift import _interpolated
+from tests.probes.test_drift import _interpolated
 
 STEPS = [0, 3, 10, 30, 100]
 
