@@ -102,7 +102,7 @@ def robust_half_se(per_seq: torch.Tensor, cap: float) -> torch.Tensor:
 def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> tuple[torch.Tensor, int]:
     """(training loss of one fresh batch, number of sequences dropped by the guard).
 
-    The loss is the ½·MSE of Vladymyrov et al. 2024 (§4). A deep model is a polynomial of degree 3^L in
+    The loss is the ½·MSE of Vladymyrov et al. 2024 (README, Conventions). A deep model is a polynomial of degree 3^L in
     its inputs, and early in training rare contexts blow up: in float32 a single one turns the batch's
     loss, or its gradient, into inf. With `cfg.guard == "robust"` (the default) a sequence whose ½·error²
     is not finite is left out of that batch (the loss is still divided by the full batch size), and one
