@@ -14,53 +14,25 @@ runs/table1, and the evaluation cache experiments/results/table1_evals.json.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-import torch
-
-from interp.checkpoints import atomic_write_text
-from interp.table import ARCH_NAMES, CACHE_FILE, table1
+from interp.cli import main as interp_main
+from interp.table import CACHE_FILE
 
 HERE = Path(__file__).resolve().parent
+DEFAULT_ROOTS = ["experiments/zoo", "runs/table1"]
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`interp table` with this project's roots and cache as defaults; every other option is passed through."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--roots", nargs="+", type=Path, default=[Path("experiments/zoo"), Path("runs/table1")])
-    ap.add_argument("--arch", nargs="+", choices=list(ARCH_NAMES), help="subset of the grid (default all found)")
-    ap.add_argument("--layers", nargs="+", type=int)
-    ap.add_argument("--noise", nargs="+", help="priors, e.g. uniform:5 categorical:1,3 (default all found)")
-    ap.add_argument("--seeds", nargs="+", type=int)
-    ap.add_argument("--n-seq", type=int, default=100_000, help="evaluation sequences per model (default 100000)")
-    ap.add_argument("--baseline-seq", type=int, default=1_000_000, help="sequences for baselines (default 1000000)")
-    ap.add_argument("--eval-seed", type=int, default=0)
-    ap.add_argument("--cache", type=Path, default=HERE / "results" / CACHE_FILE)
-    ap.add_argument("--baselines-only", action="store_true", help="only the baseline rows and the Bayes floor")
-    ap.add_argument("--out", type=Path, help="markdown file for the table (default: print)")
-    ap.add_argument("--json", type=Path, help="all per-seed results as JSON")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    text, data = table1(
-        args.roots,
-        args.arch,
-        args.layers,
-        args.noise,
-        args.seeds,
-        args.n_seq,
-        args.baseline_seq,
-        args.eval_seed,
-        args.cache,
-        args.baselines_only,
-        log=print,
-    )
-    if args.out:
-        atomic_write_text(args.out, text)
-    print(text)
-    if args.json:
-        atomic_write_text(args.json, json.dumps(data, indent=1) + "\n")
-    return 0
+    ap.add_argument("--roots", nargs="+", help=f"run roots (default: those of {DEFAULT_ROOTS} that exist)")
+    args, rest = ap.parse_known_args(argv)
+    roots = args.roots or [r for r in DEFAULT_ROOTS if Path(r).is_dir()]
+    if "--cache" not in rest:
+        rest += ["--cache", str(HERE / "results" / CACHE_FILE)]
+    return interp_main(["table", *roots, *rest])
 
 
 if __name__ == "__main__":
