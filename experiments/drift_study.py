@@ -1,7 +1,7 @@
 """Drift study (issues 5, 12): do FULL L-layer matrices move toward the DIAG structure during training?
 
 Runs `interp.probes.drift` over every complete L-layer FULL run it finds (experiments/zoo/full<L>_*,
-experiments/zoo/drift/full<L>_*; L = --layers, default 4), caches each trajectory's metrics in
+experiments/zoo/seeds/full<L>_*, experiments/zoo/drift/full<L>_*; L = --layers, default 4), caches each trajectory's metrics in
 experiments/results/drift/<run>.json (recomputed when the run's last step or the settings change), compares
 the final FULL models with the DIAG references (experiments/zoo/diag<L>_*) in distribution and per σ (FULL, its
 DIAG projection, DIAG), and writes experiments/results/drift.json (drift<L>.json for L ≠ 4) plus markdown
@@ -41,7 +41,7 @@ MILESTONES = [0, 100, 300, 1000, 2000, 4000, 8000]  # steps reported in the tabl
 
 def discover(layers: int = 4) -> tuple[list[Path], list[Path]]:
     """(complete, incomplete) `layers`-layer FULL run directories."""
-    found = sorted(ZOO.glob(f"full{layers}_*")) + sorted((ZOO / "drift").glob(f"full{layers}_*"))
+    found = [p for sub in ("", "seeds", "drift") for p in sorted((ZOO / sub).glob(f"full{layers}_*"))]
     found = [p for p in found if Run.is_run(p)]
     done = [p for p in found if is_complete(p)]
     return done, [p for p in found if p not in done]
@@ -331,7 +331,7 @@ def main() -> None:
     done, pending = discover(args.layers)
     if not done:
         ap.error(
-            f"no complete {args.layers}-layer FULL run under {ZOO} (full{args.layers}_*, drift/full{args.layers}_*)"
+            f"no complete {args.layers}-layer FULL run under {ZOO} (full{args.layers}_*, seeds/full{args.layers}_*, drift/full{args.layers}_*)"
         )
     for p in pending:
         print(f"[drift] skipping incomplete run {p}")
