@@ -1,11 +1,11 @@
 """Drift study (issues 5, 12): do FULL L-layer matrices move toward the DIAG structure during training?
 
 Runs `interp.probes.drift` over every complete L-layer FULL run it finds (experiments/zoo/full<L>_*,
-experiments/zoo/seeds/full<L>_*, experiments/zoo/drift/full<L>_*; L = --layers, default 4), caches each trajectory's metrics in
-experiments/results/drift/<run>.json (recomputed when the run's last step or the settings change), compares
-the final FULL models with the DIAG references (experiments/zoo/diag<L>_*) in distribution and per σ (FULL, its
-DIAG projection, DIAG), and writes experiments/results/drift.json (drift<L>.json for L ≠ 4) plus markdown
-tables on stdout. Re-runnable: incomplete runs are listed and skipped.
+experiments/zoo/seeds/full<L>_*, experiments/zoo/drift/full<L>_*; L = --layers, default 4), caches each trajectory's
+metrics in experiments/results/drift/<run>.json (recomputed when the run's last step or the settings change),
+compares the final FULL models with the DIAG references (experiments/zoo/diag<L>_*) in distribution and per σ (FULL,
+its DIAG projection, DIAG), and writes experiments/results/drift.json (drift<L>.json for L ≠ 4) plus markdown tables
+on stdout. Re-runnable: incomplete runs are listed and skipped.
 
     OMP_NUM_THREADS=1 python experiments/drift_study.py              # 4 layers, ~80 s per new run, one thread
     OMP_NUM_THREADS=1 python experiments/drift_study.py --layers 7   # 7 layers, ~4 min per new run
@@ -330,9 +330,8 @@ def main() -> None:
     torch.set_num_threads(1)
     done, pending = discover(args.layers)
     if not done:
-        ap.error(
-            f"no complete {args.layers}-layer FULL run under {ZOO} (full{args.layers}_*, seeds/full{args.layers}_*, drift/full{args.layers}_*)"
-        )
+        pattern = f"full{args.layers}_*"
+        ap.error(f"no complete {args.layers}-layer FULL run under {ZOO} ({pattern}, seeds/{pattern}, drift/{pattern})")
     for p in pending:
         print(f"[drift] skipping incomplete run {p}")
     if args.cache_only is not None:
