@@ -21,6 +21,7 @@ from plotly.subplots import make_subplots
 
 from interp.evaluate import paper_value
 from interp.report.data import BASELINES, Entry, ReportData
+from interp.report.groups import Tag, best_runs, cell, depth_groups, depth_menu, profile_depths, run_tag
 from interp.report.style import ARCH_NAME, BAND, BAND_STRONG, BASELINE_STYLE, apply_theme, layer_dash, model_color, ramp
 from interp.tasks import as_prior
 
@@ -168,6 +169,29 @@ def _per_layer_lines(
         )
 
 
+BY_DEPTH_TEXT = (
+    "The buttons above pick the depth, the deepest first: the best run of each prior and architecture is drawn, "
+    "other runs are listed in the legend (click to draw)."
+)
+
+
+def _by_depth(fig: go.Figure, data: ReportData) -> go.Figure:
+    """The depth menu of a view whose traces belong to runs by legend group (the run's label): the deepest runs
+    shown first, the best run per (prior, architecture, depth) drawn, other runs listed; other lines always shown."""
+    runs, best = {e.label: e for e in data.entries}, best_runs(data)
+    tags = [
+        run_tag(data, runs[t.legendgroup], best)
+        if t.legendgroup in runs
+        else Tag(None, True if t.visible is None else t.visible)
+        for t in fig.data
+    ]
+    depths = sorted({t.depth for t in tags if t.depth is not None})
+    if depths:
+        groups, default = depth_groups(depths, depths[-1:])
+        depth_menu(fig, tags, groups, default)
+    return fig
+
+
 # ---------------------------------------------------------------------------- the paper's views
 def _depths(data: ReportData) -> list[int]:
     """Table 1's depths, extended to the deepest model in the report."""
@@ -205,10 +229,8 @@ def loss_vs_layers(data: ReportData) -> go.Figure:
 def _model_markers(fig, data: ReportData, prior: str, arch: str, col: int, shown: set) -> set:
     """The best run per depth joined by a line (the paper reports the best of 5 seeds), other runs faint."""
     ours = sorted((e for e in data.entries if e.noise == prior and e.arch == arch), key=lambda e: e.n_layers)
-    best = {}
-    for e in ours:
-        if e.n_layers not in best or data.records[e.label].loss.mean < data.records[best[e.n_layers].label].loss.mean:
-            best[e.n_layers] = e
+    cells = best_runs(data)
+    best = {e.n_layers: cells[cell(e)] for e in ours}
     added = set()
     others = [e for e in ours if e not in best.values()]
     for kind, group in (("best", [best[L] for L in sorted(best)]), ("other", others)):
@@ -303,23 +325,30 @@ def _band(data: ReportData, prior: str) -> str:
     return "[0, σ_max]" if as_prior(prior).kind == "uniform" else "the trained σ values"
 
 
+MENU_TEXT = (
+    "The buttons above pick the depths; each architecture shows its best run per depth (lowest adjusted loss, as "
+    "the paper reports the best of 5 seeds; hover names the run), other runs are listed in the legend (click to draw)."
+)
+
+
 @view(
     lambda data, prior: f"profiles-{_slug(prior)}",
     lambda data, prior: f"Per-σ profiles, trained on {prior}",
     height=470,
     caption=lambda data, prior: (
-        f"Adjusted loss at each fixed evaluation σ; the grey band marks {_band(data, prior)}, the noise seen in "
-        "training. Within the band a good model follows TunedRR or better and approaches the Bayes floor; outside it "
-        "(σ above σ_max) look at how gracefully it extrapolates. GD++ bends like ConstRR: one noise level for every "
-        "sequence."
+        f"Adjusted loss at each fixed evaluation σ, one panel per depth L; the grey band marks {_band(data, prior)}, "
+        "the noise seen in training. Within the band a good model follows TunedRR or better and approaches the Bayes "
+        "floor; outside it (σ above σ_max) look at how gracefully it extrapolates. GD++ bends like ConstRR: one noise "
+        "level for every sequence. The first view is the paper's (Figure 2, bottom row: 2–7 layers at σ_max = 5; "
+        "7 layers on the other priors, Figure 3). " + MENU_TEXT
     ),
 )
 def sigma_profiles(data: ReportData, prior: str) -> go.Figure:
     entries = [e for e in data.entries if e.noise == prior]
     depths = sorted({e.n_layers for e in entries})
-    base = data.baselines[prior]
+    base, best = data.baselines[prior], best_runs(data)
     fig = _subplots(len(depths), titles=[f"L = {L}" for L in depths], shared_yaxes=True, horizontal_spacing=0.04)
-    shown = set()
+    tags = []
     for c, L in enumerate(depths, start=1):
         _in_distribution(fig, prior, 1, c)
         for b in BASELINES:
@@ -333,25 +362,27 @@ def sigma_profiles(data: ReportData, prior: str) -> go.Figure:
                     mode="lines",
                     name=label,
                     legendgroup=b,
-                    showlegend=b not in shown,
+                    legendrank=100 + BASELINES.index(b),
                     line=dict(color=colour, dash=dash, width=1.5),
                     hovertemplate=f"{label}<br>σ = %{{x}}<br>adjusted loss %{{y:.5g}}<extra></extra>",
                 ),
                 row=1,
                 col=c,
             )
-            shown.add(b)
+            tags.append(Tag(L))
         for e in (x for x in entries if x.n_layers == L):
-            r = data.records[e.label]
-            mean, se = r.profile_mean[-1], r.profile_stderr[-1]
+            r, tag = data.records[e.label], run_tag(data, e, best)
+            mean, se, main = r.profile_mean[-1], r.profile_stderr[-1], tag.on is True
             fig.add_trace(
                 go.Scatter(
                     x=r.sigmas,
                     y=[_pos(v) for v in mean],
-                    mode="lines+markers",
-                    name=_name(e, data),
-                    legendgroup=e.label,
-                    line=dict(color=_color(e, data), width=2.4),
+                    mode="lines+markers" if main else "lines",
+                    name=ARCH_NAME.get(e.arch, e.arch) + ("" if main else " (other runs)"),
+                    legendgroup=e.arch if main else f"{e.arch}-other",
+                    legendrank=RANK.get(e.arch, 40) + (0 if main else 1),
+                    line=dict(color=_color(e, data), width=2.4 if main else 1.4),
+                    opacity=None if main else 0.55,
                     marker=dict(size=6),
                     customdata=list(zip(mean, se)),
                     hovertemplate=f"{e.label}<br>σ = %{{x}}<br>adjusted loss %{{customdata[0]:.5g}} ± "
@@ -360,12 +391,40 @@ def sigma_profiles(data: ReportData, prior: str) -> go.Figure:
                 row=1,
                 col=c,
             )
+            tags.append(tag)
         _axes(fig, "evaluation noise σ", "adjusted loss (log)" if c == 1 else "adjusted loss", 1, c, ylog=True)
     vals = [v for e in entries for v in data.records[e.label].profile_mean[-1] if _pos(v)]
     vals += [v for b in base.profile.values() for s, v in zip(base.sigmas, b) if s > 0 and _pos(v)]
     if vals:  # σ = 0 baselines sit at rounding level (1e-13 and below): keep them off the scale
         fig.update_yaxes(range=[math.log10(min(vals)) - 0.2, math.log10(max(vals)) + 0.2])
+    groups, default = depth_groups(depths, profile_depths(prior, depths))
+    depth_menu(fig, tags, groups, default, layout=lambda shown: _panel_layout(fig, depths, shown))
     return fig
+
+
+HIDDEN = [0.998, 1.0]  # x domain of a panel the depth menu hides: a sliver at the right edge
+SHOWN = 0.99  # the shown panels end here: a hidden panel overlapping a shown one would hide the shown one's band
+
+
+def _panel_layout(fig: go.Figure, depths: list[int], shown: list[int], spacing: float = 0.04) -> dict:
+    """Relayout of a one-row figure with one panel per depth (subplot titles first among its annotations): the
+    panels of the `shown` depths side by side over the width, the others hidden with their title and band."""
+    width = (SHOWN - spacing * (len(shown) - 1)) / len(shown)
+    out = {}
+    for k, L in enumerate(depths):
+        ax, j = (k + 1 if k else ""), (shown.index(L) if L in shown else None)
+        x0, x1 = HIDDEN if j is None else (j * (width + spacing), j * (width + spacing) + width)
+        out |= {
+            f"xaxis{ax}.domain": [x0, x1],
+            f"xaxis{ax}.visible": j is not None,
+            f"yaxis{ax}.visible": j is not None,
+            f"yaxis{ax}.showticklabels": j == 0,  # the shared scale's ticks on the leftmost panel shown
+            f"yaxis{ax}.title.text": "adjusted loss (log)" if j == 0 else "adjusted loss",
+            f"annotations[{k}].visible": j is not None,
+            f"annotations[{k}].x": (x0 + x1) / 2,
+        }
+        out |= {f"shapes[{m}].visible": j is not None for m, sh in enumerate(fig.layout.shapes) if sh.xref == f"x{ax}"}
+    return out
 
 
 def _heatmap_order(data: ReportData) -> list[Entry]:
@@ -471,63 +530,106 @@ def heatmaps(data: ReportData) -> go.Figure:
 @view(
     "after-k-layers",
     "Prediction after K layers",
-    height=lambda data: 330 * _grid(len(_deep(data)))[0] + 40,
+    height=lambda data: 330 * max(1, len(_priors_of(_deep(data)))) + 40,
     after=lambda fig, data: fig.update_layout(margin=dict(r=50)),
     caption=(
         "The prediction −y of the query read after K of L layers (README, Conventions), per evaluation σ, light "
-        "(K = 1) to dark (K = L). Each layer should lower the curve everywhere; where an intermediate curve sits "
-        "below the final one the model trades accuracy at that σ for accuracy elsewhere (the paper's Figures 5 and 7)."
+        "(K = 1) to dark (K = L); one row per training prior, one column per architecture. Each layer should lower "
+        "the curve everywhere; where an intermediate curve sits below the final one the model trades accuracy at that "
+        "σ for accuracy elsewhere (the paper's Figures 5 and 7). The buttons above pick the depth L, the deepest "
+        "first; each panel shows the best run of its prior, architecture and depth (lowest adjusted loss; the "
+        "title names it), and the legend's other runs draws the other seeds faint."
     ),
 )
 def after_k_layers(data: ReportData) -> "go.Figure | Note":
-    entries = _deep(data)
-    if not entries:
+    deep = _deep(data)
+    if not deep:
         return Note("No model with two or more layers.")
-    rows, cols = _grid(len(entries))
+    priors, depths, best = _priors_of(deep), sorted({e.n_layers for e in deep}), best_runs(data)
+    archs = sorted({e.arch for e in deep}, key=lambda a: RANK.get(a, 40))
+    titles = [f"{ARCH_NAME.get(a, a)}" for _ in priors for a in archs]  # set per depth by the menu
     fig = _subplots(
-        cols,
-        rows=rows,
-        titles=[f"{e.label}" for e in entries],
+        len(archs),
+        rows=len(priors),
+        titles=titles,
         horizontal_spacing=0.06,
-        vertical_spacing=0.12 if rows > 1 else 0.1,
+        vertical_spacing=0.16 if len(priors) > 1 else 0.1,
         shared_yaxes=True,
     )
-    for i, e in enumerate(entries):
-        r, c = i // cols + 1, i % cols + 1
-        rec, L = data.records[e.label], e.n_layers
-        _in_distribution(fig, e.noise, r, c)
-        for k in range(1, L + 1):
-            mean = rec.profile_mean[k]
-            fig.add_trace(
-                go.Scatter(
-                    x=rec.sigmas,
-                    y=[_pos(v) for v in mean],
-                    mode="lines",
-                    name=f"K = {k}",
-                    legendgroup=f"K{k}",
-                    showlegend=False,
-                    line=dict(color=ramp(e.arch, k - 1, L), width=2.2 if k == L else 1.6),
-                    customdata=[[v, k] for v in mean],
-                    hovertemplate=f"{e.label}<br>after K = %{{customdata[1]}} of {L} layers<br>σ = %{{x}}"
-                    f"<br>adjusted loss %{{customdata[0]:.5g}}<extra></extra>",
-                ),
-                row=r,
-                col=c,
+    tags, notes, names = [], [], {}  # notes: (depth, K-label) of the best runs; names: (cell index, depth) -> title
+    for r, prior in enumerate(priors, start=1):
+        for c, arch in enumerate(archs, start=1):
+            _in_distribution(fig, prior, r, c)
+            for L in depths:
+                top = best.get((prior, arch, L))
+                names[(r - 1) * len(archs) + c - 1, L] = _title(top) if top else f"{ARCH_NAME[arch]} L={L}: no run"
+                for e in sorted((e for e in deep if cell(e) == (prior, arch, L)), key=lambda e: e is not top):
+                    tag = run_tag(data, e, best)
+                    tags += [tag] * L
+                    notes += [(L, a) for a in _k_curves(fig, data, e, r, c, main=tag.on is True) if tag.on is True]
+            _axes(
+                fig,
+                "evaluation noise σ",
+                f"{prior}: adjusted loss (log)" if c == 1 else "adjusted loss",
+                r,
+                c,
+                ylog=True,
             )
-            last = next((j for j in range(len(mean) - 1, -1, -1) if _pos(mean[j])), None)
-            if last is not None:
-                fig.add_annotation(
+    fig.update_layout(annotations=[*fig.layout.annotations, *(a for _, a in notes)])  # add_annotation: quadratic
+
+    def layout(shown: list[int]) -> dict:
+        out = {f"annotations[{i}].text": names[i, shown[0]] for i in range(len(titles))}
+        return out | {f"annotations[{len(titles) + i}].visible": L in shown for i, (L, _) in enumerate(notes)}
+
+    groups, default = depth_groups(depths, [depths[-1]], every=False)
+    depth_menu(fig, tags, groups, default, layout)
+    return fig
+
+
+def _k_curves(fig: go.Figure, data: ReportData, e: Entry, r: int, c: int, main: bool) -> list[dict]:
+    """One curve per K = 1..L of run e in panel (r, c), another run's thin and faint under 'other runs'; returns the
+    'K=k' labels for the right ends of the curves."""
+    rec, L = data.records[e.label], e.n_layers
+    labels = []
+    for k in range(1, L + 1):
+        mean = rec.profile_mean[k]
+        fig.add_trace(
+            go.Scatter(
+                x=rec.sigmas,
+                y=[_pos(v) for v in mean],
+                mode="lines",
+                name=f"K = {k}" if main else "other runs",
+                legendgroup=f"K{k}" if main else "other",
+                showlegend=False if main else None,
+                line=dict(color=ramp(e.arch, k - 1, L), width=(2.2 if k == L else 1.6) if main else 1.0),
+                opacity=None if main else 0.5,
+                customdata=[[v, k] for v in mean],
+                hovertemplate=f"{e.label}<br>after K = %{{customdata[1]}} of {L} layers<br>σ = %{{x}}"
+                f"<br>adjusted loss %{{customdata[0]:.5g}}<extra></extra>",
+            ),
+            row=r,
+            col=c,
+        )
+        last = next((j for j in range(len(mean) - 1, -1, -1) if _pos(mean[j])), None)
+        if last is not None:
+            t = fig.data[-1]
+            labels.append(
+                dict(
                     x=rec.sigmas[last],
                     y=math.log10(mean[last]),
+                    xref=t.xaxis,
+                    yref=t.yaxis,
                     text=f"K={k}",
                     showarrow=False,
                     xanchor="left",
                     font=dict(size=10, color=ramp(e.arch, k - 1, L)),
-                    row=r,
-                    col=c,
                 )
-        _axes(fig, "evaluation noise σ", "adjusted loss (log)" if c == 1 else "adjusted loss", r, c, ylog=True)
-    return fig
+            )
+    return labels
+
+
+def _priors_of(entries: list[Entry]) -> list[str]:
+    return list(dict.fromkeys(e.noise for e in entries))
 
 
 def _deep(data: ReportData) -> list[Entry]:
@@ -547,7 +649,7 @@ OMEGA_LABELS = ["ω<sub>xx</sub>", "ω<sub>xy</sub>", "ω<sub>yx</sub>", "ω<sub
         "Conventions): read from the weights for "
         "DIAG and GD++, from the nearest DIAG operator (orthogonal projection) for FULL. ω_yx < 0 is a gradient step "
         "on y, ω_xx < 0 preconditions x, ω_xy ≠ 0 builds the momentum buffer u, ω_yy < 0 shrinks the prediction more "
-        "for noisier sequences (§5.2). GD++ has ω_xy = ω_yy = 0 by construction."
+        "for noisier sequences (§5.2). GD++ has ω_xy = ω_yy = 0 by construction. " + BY_DEPTH_TEXT
     ),
 )
 def omegas(data: ReportData) -> go.Figure:
@@ -563,7 +665,7 @@ def omegas(data: ReportData) -> go.Figure:
             show_legend=k == 0,
         )
         _axes(fig, "layer l", "value", 1, k + 1, dtick=1)
-    return fig
+    return _by_depth(fig, data)
 
 
 SOLVER_REFS = [
@@ -581,7 +683,7 @@ SOLVER_REFS = [
         "Theorem 4.1: after l layers the model predicts ⟨wˡ, x_t⟩ with a context-dependent wˡ. Shown is the mean "
         "relative distance of wˡ to OLS, to the oracle ridge solution (λ = σ², the target) and to l steps of gradient "
         "descent with a tuned step. Look for deep DIAG/FULL models moving away from GD-l and toward the oracle ridge; "
-        "OLS is close only for nearly noiseless sequences."
+        "OLS is close only for nearly noiseless sequences. " + BY_DEPTH_TEXT
     ),
 )
 def solvers(data: ReportData) -> go.Figure:
@@ -598,7 +700,7 @@ def solvers(data: ReportData) -> go.Figure:
             show_legend=c == 1,
         )
         _axes(fig, "layer l", "relative distance (log)" if c == 1 else "relative distance", 1, c, ylog=True, dtick=1)
-    return fig
+    return _by_depth(fig, data)
 
 
 @view(
@@ -608,14 +710,14 @@ def solvers(data: ReportData) -> go.Figure:
     caption=(
         "uˡ is the part of every x token that copies its own label (x_iˡ = Mˡ x_i + y_i uˡ); Lemma 4.4 shows it acts "
         "as the velocity buffer of a momentum method, fed by ω_xy. GD++ stays at zero by construction; a DIAG or FULL "
-        "model that grows u uses momentum."
+        "model that grows u uses momentum. " + BY_DEPTH_TEXT
     ),
 )
 def momentum(data: ReportData) -> go.Figure:
     fig = _subplots()
     _per_layer_lines(data, fig, lambda p, e: p.momentum.u_norm, start=0, hover="mean ‖u<sup>l</sup>‖")
     _axes(fig, "layer l (0 = input)", "mean ‖u<sup>l</sup>‖", dtick=1)
-    return fig
+    return _by_depth(fig, data)
 
 
 @view(
@@ -625,7 +727,7 @@ def momentum(data: ReportData) -> go.Figure:
     caption=(
         "For each sequence, the λ whose ridge solution (Σ + λI)⁻¹α is nearest to the model's final wᴸ; medians per "
         "σ bin. A model that estimates the noise follows the dashed λ = σ² line; a constant-λ ridge (GD++, "
-        "ConstRR) is flat. The gap between the curves and the diagonal is the price of not knowing σ."
+        "ConstRR) is flat. The gap between the curves and the diagonal is the price of not knowing σ. " + BY_DEPTH_TEXT
     ),
 )
 def implied_lambda(data: ReportData) -> go.Figure:
@@ -678,7 +780,7 @@ def implied_lambda(data: ReportData) -> go.Figure:
                 )
             )
     _axes(fig, "true noise σ of the sequence (bin centre)", "implied ridge λ (log)", ylog=True)
-    return fig
+    return _by_depth(fig, data)
 
 
 @view(
@@ -689,8 +791,7 @@ def implied_lambda(data: ReportData) -> go.Figure:
         "Per layer (layer 1 dotted, 2 dashed, 3 dash-dot, the last solid), the median over sequences in each σ bin. "
         "Left: the factor 1 + ω_yy λˡ by which layer l multiplies every label; below 1 and falling with σ is "
         "ridge-like shrinkage. Right: the gradient step a layer takes, which shrinks for noisy sequences when "
-        "ω_xy, ω_yx < 0 (early stopping). Only the deepest models are shown at first; click legend entries to add "
-        "others."
+        "ω_xy, ω_yx < 0 (early stopping). " + BY_DEPTH_TEXT
     ),
 )
 def rescaling_and_step(data: ReportData) -> go.Figure:
@@ -702,7 +803,6 @@ def rescaling_and_step(data: ReportData) -> go.Figure:
         ],
         horizontal_spacing=0.09,
     )
-    deepest = max(e.n_layers for e in data.entries)
     for c, key in enumerate(("rescaling", "effective_step"), start=1):
         for e in data.entries:
             p, L = getattr(data.records[e.label].probe, key), e.n_layers
@@ -715,7 +815,6 @@ def rescaling_and_step(data: ReportData) -> go.Figure:
                         name=_name(e, data),
                         legendgroup=e.label,
                         showlegend=(c == 1 and l == 1),
-                        visible=True if e.n_layers == deepest else "legendonly",
                         line=dict(color=_color(e, data), width=2, dash=layer_dash(l, L)),
                         marker=dict(size=5),
                         hovertemplate=f"{e.label}, layer {l}<br>σ ≈ %{{x:.3g}}<br>median %{{y:.5g}}<extra></extra>",
@@ -726,7 +825,7 @@ def rescaling_and_step(data: ReportData) -> go.Figure:
         fig.update_xaxes(title_text="true noise σ of the sequence (bin centre)", row=1, col=c)
     fig.update_yaxes(title_text="factor on every y", row=1, col=1)
     fig.update_yaxes(title_text="GD step size", row=1, col=2)
-    return fig
+    return _by_depth(fig, data)
 
 
 @view(
@@ -737,7 +836,8 @@ def rescaling_and_step(data: ReportData) -> go.Figure:
         "Each FULL layer computes a linear map S ↦ Σ P S Q of the context statistics. Left: R² of that map fitted by "
         "the 4-parameter DIAG form on the layer's own inputs (hover: the loss change when the layer is replaced by its "
         "DIAG projection). Middle: the weight-space share outside DIAG. Right: singular values of the remainder, one "
-        "line per layer (last layer solid): a flat spectrum is noise, one dominant value is a low-rank component."
+        "line per layer (last layer solid): a flat spectrum is noise, one dominant value is a low-rank component. "
+        + BY_DEPTH_TEXT
     ),
 )
 def full_fits(data: ReportData) -> "go.Figure | Note":
@@ -809,7 +909,7 @@ def full_fits(data: ReportData) -> "go.Figure | Note":
     fig.update_yaxes(title_text="R²", row=1, col=1)
     fig.update_yaxes(title_text="share (log)", type="log", row=1, col=2)
     fig.update_yaxes(title_text="singular value (log)", type="log", row=1, col=3)
-    return fig
+    return _by_depth(fig, data)
 
 
 # ---------------------------------------------------------------------------- over training
@@ -822,7 +922,7 @@ def full_fits(data: ReportData) -> "go.Figure | Note":
         "over 7 log points (deep models see rare batches with enormous loss; hover shows the logged value; the "
         "axis starts clipped above the spikes, the autoscale button shows them). Plateaus followed by sudden drops "
         "are typical of deep unnormalised models (Vladymyrov et al. 2024, training setup); a curve still falling at "
-        "the end means more steps would help."
+        "the end means more steps would help. " + BY_DEPTH_TEXT
     ),
 )
 def training_curves(data: ReportData) -> "go.Figure | Note":
@@ -852,7 +952,7 @@ def training_curves(data: ReportData) -> "go.Figure | Note":
     # loss spikes of deep models (up to 1e18) would flatten everything else: start clipped at 10x the 90th percentile
     if vals:
         fig.update_yaxes(range=[math.log10(vals[0]) - 0.1, math.log10(vals[int(0.9 * (len(vals) - 1))]) + 1])
-    return fig
+    return _by_depth(fig, data)
 
 
 DRIFT_CURVES = ((1, 1, "share_outside", True), (1, 2, "r2_diag", False), (2, 2, "remainder_effective_rank", False))
@@ -867,7 +967,8 @@ DRIFT_CURVES = ((1, 1, "share_outside", True), (1, 2, "r2_diag", False), (2, 2, 
         "2 dashed, 3 dash-dot, the last solid). Does FULL drift "
         "toward the DIAG structure? Look for the share outside DIAG falling and R² rising as training proceeds, and "
         "for the dotted DIAG-projection loss meeting the model's loss: where they stay apart, the non-DIAG remainder "
-        "carries function. A low effective rank of the remainder means a low-rank component, a high one noise."
+        "carries function. A low effective rank of the remainder means a low-rank component, a high one noise. "
+        + BY_DEPTH_TEXT
     ),
 )
 def drift(data: ReportData) -> "go.Figure | Note":
@@ -938,7 +1039,7 @@ def drift(data: ReportData) -> "go.Figure | Note":
     ):
         fig.update_xaxes(title_text="training step (log)", type="log", row=row, col=col)
         fig.update_yaxes(title_text=ytitle, type="log" if log else "linear", row=row, col=col)
-    return fig
+    return _by_depth(fig, data)
 
 
 def _rolling_median(values: list, window: int) -> list:

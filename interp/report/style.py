@@ -16,6 +16,7 @@ FONT = "Inter, 'Helvetica Neue', Helvetica, Arial, sans-serif"
 BAND = "rgba(120, 120, 120, 0.12)"  # the in-distribution σ range
 BAND_STRONG = "rgba(120, 120, 120, 0.25)"  # narrow bands at the σ values of a categorical prior
 LAYER_DASH = ["dot", "dash", "dashdot", "longdash"]
+MENU_ROOM = 40  # px above the plot for a row of buttons (groups.depth_menu)
 
 
 def _mix(hex_color: str, t: float) -> str:
@@ -45,11 +46,13 @@ def layer_dash(l: int, L: int) -> str:
 
 
 def apply_theme(fig: go.Figure, height: int = 420) -> go.Figure:
+    top = 50 + (MENU_ROOM if fig.layout.updatemenus else 0)  # buttons sit above the subplot titles
+    height += top - 50
     fig.update_layout(
         template="plotly_white",
         height=height,
         font=dict(family=FONT, size=13, color="#222"),
-        margin=dict(l=70, r=30, t=50, b=60),
+        margin=dict(l=70, r=30, t=top, b=60),
         hoverlabel=dict(font=dict(family=FONT, size=12)),
         legend=dict(
             font=dict(size=12),

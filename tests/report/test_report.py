@@ -206,6 +206,29 @@ def test_several_runs_at_one_depth(report):
     assert line.customdata[0][1] == best
     names = [t.name for t in figures.omegas(both).figure.data if t.showlegend is not False]
     assert len(set(names)) == len(names) == 2  # legend names say which run when arch and depth coincide
+    first = min(both.records, key=lambda label: both.records[label].loss.mean)
+    prof = figures.sigma_profiles(both, NOISE).figure
+    drawn = {t.hovertemplate.split("<br>")[0]: (t.name, t.visible) for t in prof.data if t.name.startswith("FULL")}
+    assert drawn == {  # the same best run drawn in the per-σ profile, the other listed in the legend
+        label: ("FULL", True) if label == first else ("FULL (other runs)", "legendonly") for label in both.records
+    }
+
+
+def test_per_run_views_open_at_the_deepest_depth(report):
+    """ω, solvers, momentum, implied λ, rescaling, training: buttons per depth, the deepest (full2) shown first."""
+    from interp.report import figures
+
+    _, data, _ = report
+    groups = {"L = 1": {"gdpp1", "diag1", "diag1_cat13"}, "L = 2": {"full2"}, "all depths": set(data.records)}
+    views = (figures.omegas, figures.solvers, figures.momentum, figures.implied_lambda, figures.rescaling_and_step)
+    for view in (*views, figures.training_curves):
+        fig = view(data).figure
+        (menu,) = fig.layout.updatemenus
+        assert [b.label for b in menu.buttons] == list(groups) and menu.active == 1, view.__name__
+        for b in menu.buttons:
+            shown = {t.legendgroup for t, v in zip(fig.data, b.args[0]["visible"]) if v is True}
+            assert shown & set(data.records) == groups[b.label], (view.__name__, b.label)
+        assert {t.legendgroup for t in fig.data if t.visible is True} & set(data.records) == {"full2"}
 
 
 def test_report_on_a_d5_model(tmp_path):
