@@ -8,6 +8,7 @@ import math
 import numbers
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,11 +21,16 @@ MAX_PARAMS = 2**28  # weights of one model (1 GiB in float32)
 MAX_BATCH_ELEMENTS = 2**28  # batch * (n + 1) * (d + 1): the token tensor of one training step
 MAX_STEPS, MAX_N = 10**9, 2**20
 MAX_SEED = 2**62
+# A full d×d input covariance is stored in config.json and in the resume header, each read capped at 1 MiB.
+MAX_COV_D = 128
+
+Matrix = tuple[tuple[float, ...], ...]
 
 
 def _check_fields(obj: Any) -> None:
     """Type-check a frozen dataclass against its annotations: int (not bool), float (finite, ints allowed),
-    str, a nested dataclass, or None where the annotation allows it. Integral / real numbers are normalised."""
+    str, a nested dataclass, a matrix (a list or tuple of rows; its entries are the field's own check), or None
+    where the annotation allows it. Integral / real numbers are normalised."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         value, hint = getattr(obj, f.name), hints[f.name]
@@ -33,6 +39,8 @@ def _check_fields(obj: Any) -> None:
             continue
         kinds = [a for a in args if a is not type(None)]
         kind = kinds[0] if len(kinds) == 1 else None
+        if typing.get_origin(kind) is tuple and isinstance(value, (tuple, list)):
+            continue
         if kind is int and isinstance(value, numbers.Integral) and not isinstance(value, bool):
             object.__setattr__(obj, f.name, int(value))
         elif kind is float and isinstance(value, numbers.Real) and not isinstance(value, bool):
@@ -40,13 +48,78 @@ def _check_fields(obj: Any) -> None:
                 raise ValueError(f"{f.name} must be finite, got {value}")
             object.__setattr__(obj, f.name, float(value))
         elif not (isinstance(kind, type) and isinstance(value, kind) and not isinstance(value, bool)):
-            want = " or ".join("null" if a is type(None) else getattr(a, "__name__", str(a)) for a in args)
+            want = " or ".join(_type_name(a) for a in args)
             raise TypeError(f"{f.name} must be {want}, got {value!r}")
+
+
+def _type_name(kind: Any) -> str:
+    if kind is type(None):
+        return "null"
+    return "a matrix" if typing.get_origin(kind) is tuple else getattr(kind, "__name__", str(kind))
 
 
 def _check_range(name: str, value: int | float, low: int | float, high: int | float) -> None:
     if not low <= value <= high:
         raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+
+
+def covariance(name: str, value: Any, d: int | None = None) -> Matrix:
+    """`value` (a list of rows) as a symmetric positive-definite d×d matrix of floats (any d ≤ MAX_COV_D when None);
+    a one-line ValueError / TypeError naming `name`. Asymmetry at rounding level is averaged away."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(row, (list, tuple)) for row in value) or not value:
+        raise TypeError(f"{name} must be a d×d matrix (a list of rows), got {value!r:.60}")
+    k = len(value)
+    if d is not None and k != d or any(len(row) != k for row in value):
+        want = f"{d}×{d} (d={d})" if d is not None else "square"
+        raise ValueError(f"{name} must be {want}, got {k} rows of lengths {sorted({len(r) for r in value})}")
+    if k > MAX_COV_D:
+        raise ValueError(f"{name}: a full covariance is stored in the run config, d <= {MAX_COV_D}; got {k}×{k}")
+    for row in value:
+        for v in row:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+                raise ValueError(f"{name} entries must be finite numbers, got {v!r:.60}")
+    m = torch.tensor(value, dtype=torch.float64)
+    scale = m.abs().max().item()
+    asym = (m - m.T).abs().max().item()
+    if asym > 1e-12 * scale:
+        raise ValueError(f"{name} must be symmetric (largest |Λ_ij − Λ_ji| is {asym:.3g})")
+    m = (m + m.T) / 2
+    if torch.linalg.cholesky_ex(m).info != 0:
+        raise ValueError(f"{name} must be positive definite (smallest eigenvalue {torch.linalg.eigvalsh(m)[0]:.3g})")
+    return tuple(tuple(row) for row in m.tolist())
+
+
+def covariance_spec(spec: str) -> Matrix:
+    """The matrix of an `--x-cov` spec: `diag:λ1,...,λd` or a .json file holding a d×d matrix (a list of rows)."""
+    if not isinstance(spec, str):
+        raise TypeError(f"{spec!r:.60} is not a covariance spec (diag:λ1,...,λd or a .json file)")
+    if spec.startswith("diag:"):
+        try:
+            values = [float(v) for v in spec[len("diag:") :].split(",")]
+        except ValueError:
+            raise ValueError(f"{spec!r}: comma-separated numbers expected after 'diag:'") from None
+        rows = [[v if i == j else 0.0 for j in range(len(values))] for i, v in enumerate(values)]
+    elif spec.endswith(".json"):
+        from interp.checkpoints import CheckpointError, read_regular_file
+
+        try:
+            rows = json.loads(read_regular_file(Path(spec), 1 << 20, "covariance file"))
+        except (ValueError, RecursionError) as err:
+            if isinstance(err, CheckpointError):
+                raise
+            raise ValueError(f"{spec}: not a JSON matrix ({err})") from None
+    else:
+        raise ValueError(f"{spec!r} is neither diag:λ1,...,λd nor a .json file holding a d×d matrix")
+    return covariance(spec, rows)
+
+
+def describe_covariance(cov: Matrix | None) -> str:
+    """Short: 'I' (None), 'diag:3,1.5' for a diagonal Λ, else 'a full d×d matrix'."""
+    if cov is None:
+        return "I"
+    if all(v == 0 for i, row in enumerate(cov) for j, v in enumerate(row) if i != j):
+        return "diag:" + ",".join(f"{row[i]:g}" for i, row in enumerate(cov))
+    return f"a full {len(cov)}×{len(cov)} matrix"
 
 
 def check_device(device: str) -> str:
@@ -162,12 +235,15 @@ class TrainConfig:
     init: str | None = None  # checkpoint to start from (FULL runs may start from a DIAG model)
     init_noise: float = 0.0  # std of the perturbation added to an `init` model
     device: str = "cpu"
+    x_cov: Matrix | None = None  # x_i, x_t ~ N(0, Λ) with Λ = x_cov (Zhang, Frei & Bartlett 2024); None: I_d
 
     def __post_init__(self) -> None:
         _check_fields(self)
         from interp.tasks import as_prior
 
         as_prior(self.noise)  # ValueError naming the spec
+        if self.x_cov is not None:
+            object.__setattr__(self, "x_cov", covariance("x_cov", self.x_cov, self.model.d))
         _check_range("n", self.n, 1, MAX_N)
         _check_range("seed", self.seed, -MAX_SEED, MAX_SEED)
         _check_range("batch", self.batch, 1, MAX_BATCH_ELEMENTS)
@@ -192,6 +268,7 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["model"] = self.model.to_dict()
+        out["x_cov"] = None if self.x_cov is None else [list(row) for row in self.x_cov]  # as JSON reads it back
         return out
 
     @classmethod

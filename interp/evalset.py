@@ -1,8 +1,9 @@
 """The evaluation set: which sequences a loss, profile, probe or drift metric is measured on.
 
-One frozen record names them: the noise prior, d, n, how many sequences, the seed and, for one point
-of a per-σ profile, a fixed noise std. Sequences are drawn in blocks of BLOCK from
-torch.Generator(seed), so they depend on (noise, d, n, n_seq, seed, sigma) only; `chunk` bounds how many
+One frozen record names them: the noise prior, d, n, how many sequences, the seed, for one point
+of a per-σ profile a fixed noise std, and the input covariance Λ a model was trained on (x ~ N(0, Λ); I by
+default). Sequences are drawn in blocks of BLOCK from torch.Generator(seed), so they depend on
+(noise, d, n, n_seq, seed, sigma, x_cov) only; `chunk` bounds how many
 are run through a predictor at once (memory), never which ones are drawn.
 """
 
@@ -14,6 +15,7 @@ from typing import Iterator
 
 import torch
 
+from interp.config import Matrix, covariance
 from interp.tasks import NoisePrior, TaskBatch, as_prior, sample_tasks
 
 BLOCK = 10_000
@@ -21,7 +23,8 @@ BLOCK = 10_000
 
 @dataclass(frozen=True)
 class EvalSet:
-    """`n_seq` float64 sequences of the noise prior (σ fixed to `sigma` when given), context length n, dimension d."""
+    """`n_seq` float64 sequences of the noise prior (σ fixed to `sigma` when given), context length n, dimension d,
+    inputs x_i, x_t ~ N(0, x_cov) (N(0, I) when None)."""
 
     noise: NoisePrior
     d: int = 10
@@ -30,6 +33,7 @@ class EvalSet:
     seed: int = 0
     chunk: int = BLOCK
     sigma: float | None = None  # every sequence's noise std (a per-σ profile point); None: drawn from the prior
+    x_cov: Matrix | None = None  # covariance Λ of the inputs (interp.config.TrainConfig.x_cov); None: I_d
 
     def __post_init__(self):
         object.__setattr__(self, "noise", as_prior(self.noise))  # a spec string is parsed once, here
@@ -40,6 +44,8 @@ class EvalSet:
             object.__setattr__(self, "sigma", float(self.sigma))
             if not self.sigma >= 0:
                 raise ValueError(f"EvalSet.sigma must be >= 0, got {self.sigma}")
+        if self.x_cov is not None:
+            object.__setattr__(self, "x_cov", covariance("EvalSet.x_cov", self.x_cov, self.d))
 
     def replace(self, **changes) -> "EvalSet":
         return dataclasses.replace(self, **changes)
@@ -54,7 +60,9 @@ class EvalSet:
         sigma = None if self.sigma is None else torch.tensor(self.sigma, dtype=torch.float64)
         for start in range(0, self.n_seq, BLOCK):
             size = min(BLOCK, self.n_seq - start)
-            block = sample_tasks(size, self.d, self.n, self.noise, gen, sigma=sigma, dtype=torch.float64)
+            block = sample_tasks(
+                size, self.d, self.n, self.noise, gen, x_cov=self.x_cov, sigma=sigma, dtype=torch.float64
+            )
             for i in range(0, size, self.chunk):
                 sl = slice(i, i + self.chunk)
                 yield TaskBatch(block.tokens[sl], block.target[sl], block.sigma[sl], block.w[sl])
@@ -69,4 +77,6 @@ class EvalSet:
     def describe(self) -> dict:
         """JSON-ready: which sequences (the chunk size is left out: it never changes them)."""
         out = {"noise": self.noise.spec, "d": self.d, "n": self.n, "n_seq": self.n_seq, "seed": self.seed}
+        if self.x_cov is not None:
+            out["x_cov"] = [list(row) for row in self.x_cov]
         return out if self.sigma is None else out | {"sigma": self.sigma}

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from interp import checkpoints as ck
-from interp.config import ModelConfig, TrainConfig
+from interp.config import ModelConfig, TrainConfig, covariance_spec
 from interp.run import Run
 from interp.tasks import as_prior
 from interp.train import prior_slug, resolve
@@ -52,6 +52,7 @@ OPTIONS = {
     "init_noise": "init_noise",
     "device": "device",
     "guard": "guard",
+    "x_cov": "x_cov",
 }
 
 
@@ -62,7 +63,8 @@ class SweepError(ValueError):
 def config_from_options(options: Mapping[str, Any]) -> TrainConfig:
     """The TrainConfig of one run from `interp train` option values (dest names; missing ones default).
 
-    `clip` 0 means no clipping; `noise` is canonicalised (uniform:5.0 -> uniform:5).
+    `clip` 0 means no clipping; `noise` is canonicalised (uniform:5.0 -> uniform:5); an `x_cov` spec
+    (diag:λ1,...,λd or a .json file) becomes its matrix.
     """
     model, train = {}, {}
     for key, value in options.items():
@@ -73,6 +75,8 @@ def config_from_options(options: Mapping[str, Any]) -> TrainConfig:
             value = as_prior(value).spec
         if key == "clip":
             value = value or None
+        if key == "x_cov" and isinstance(value, str):
+            value = covariance_spec(value)
         if target.startswith("model."):
             model[target[len("model.") :]] = value
         else:
@@ -295,7 +299,7 @@ def run_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = EVAL_SEQ
             train(config, run_dir, resume=Run.is_run(run_dir), progress=False)
         est = None
         if eval_seq:
-            data = EvalSet(config.noise, d=config.model.d, n=config.n, n_seq=eval_seq, seed=0)
+            data = EvalSet(config.noise, d=config.model.d, n=config.n, n_seq=eval_seq, seed=0, x_cov=config.x_cov)
             est = adjusted_loss(Run(run_dir).load()[0], data).to_dict()
     except Exception as err:  # noqa: BLE001  (reported with the run; the sweep goes on)
         return {"status": "failed", "error": f"{type(err).__name__}: {err}", "seconds": time.perf_counter() - t0}

@@ -108,7 +108,9 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
     is not finite is left out of that batch (the loss is still divided by the full batch size), and one
     above GUARD_CAP·d enters through `robust_half_se`; every other sequence keeps exactly its ½·error².
     """
-    batch = sample_tasks(cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, dtype=cfg.model.torch_dtype, device=cfg.device)
+    batch = sample_tasks(
+        cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, x_cov=cfg.x_cov, dtype=cfg.model.torch_dtype, device=cfg.device
+    )
     per_seq = 0.5 * (model(batch.tokens) - batch.target) ** 2
     if cfg.guard == "none":
         return per_seq.mean(), 0

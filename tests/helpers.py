@@ -43,24 +43,6 @@ def gd_construction(d: int, n_layers: int, eta: float) -> LinearTransformer:
     return LinearTransformer.from_matrices(P, Q)
 
 
-def fit(model: LinearTransformer, sample, steps: int, lr: float, seed: int = 0) -> LinearTransformer:
-    """Adam with a cosine-decayed lr on fresh batches from `sample(generator)` (a TaskBatch each call)."""
-    import math
-
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    for step in range(steps):
-        for group in opt.param_groups:
-            group["lr"] = lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * step / steps)))
-        batch = sample(gen)
-        loss = 0.5 * ((model(batch.tokens.to(model.cfg.torch_dtype)) - batch.target) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-    return model
-
-
 def trained(
     run_dir,
     param: str,
@@ -72,8 +54,10 @@ def trained(
     lr: float = 1e-2,
     batch: int = 2048,
     seed: int = 0,
+    x_cov=None,
 ) -> LinearTransformer:
-    """A model trained by interp.train.train (Adam, one-cycle lr, fresh batches of the noise prior), two checkpoints."""
+    """A model trained by interp.train.train (Adam, one-cycle lr, fresh batches of the noise prior with
+    x ~ N(0, x_cov)), two checkpoints."""
     from interp.config import TrainConfig
     from interp.train import train
 
@@ -86,6 +70,7 @@ def trained(
         batch=batch,
         lr=lr,
         schedule="onecycle",
+        x_cov=x_cov,
         n_checkpoints=2,
         resume_every=steps,
         log_every=steps,

@@ -58,6 +58,21 @@ def test_evalset_validates_and_describes():
         EvalSet("gaussian:1")
 
 
+def test_evalset_draws_inputs_from_x_cov():
+    """EvalSet.x_cov (a model trained on x ~ N(0, Λ)): the same seed's sequences with x = L z, L Lᵀ = Λ."""
+    cov = [[2.0, 0.6], [0.6, 1.0]]
+    plain, shaped = (
+        EvalSet("uniform:1", d=2, n=4, n_seq=50, seed=2),
+        EvalSet("uniform:1", d=2, n=4, n_seq=50, seed=2, x_cov=cov),
+    )
+    chol = torch.linalg.cholesky(torch.tensor(cov, dtype=torch.float64))
+    torch.testing.assert_close(shaped.draw().x, plain.draw().x @ chol.T)
+    torch.testing.assert_close(shaped.draw().x_query, plain.draw().x_query @ chol.T)
+    assert shaped.describe()["x_cov"] == cov and "x_cov" not in plain.describe()
+    with pytest.raises(ValueError, match="EvalSet.x_cov must be 3×3"):
+        plain.replace(d=3, x_cov=cov)
+
+
 def test_oracle_has_zero_adjusted_loss_and_stderr_is_paired():
     est = evaluate({"oracle": oracle_predict, "zero": lambda b: torch.zeros(len(b))}, EvalSet("uniform:1", n_seq=4000))
     assert est["oracle"].mean == 0 and est["oracle"].stderr == 0

@@ -155,6 +155,7 @@ def test_edited_config_is_refused_on_resume(tmp_path, monkeypatch, capsys):
         (lambda c: c["model"].update(param="diag"), "model.param: 'full' in the checkpoint"),
         (lambda c: c.update(noise="uniform:3"), "noise: 'uniform:1' in the checkpoint"),
         (lambda c: c.update(batch=32), "batch: 16 in the checkpoint, 32 in the config"),
+        (lambda c: c.update(x_cov=[[2.0, 0.0], [0.0, 1.0]]), "x_cov: None in the checkpoint, [[2.0, 0.0], [0.0, 1.0]]"),
     ):
         cfg = json.loads(original)
         edit(cfg)
@@ -180,6 +181,7 @@ def test_edited_config_is_refused_on_resume(tmp_path, monkeypatch, capsys):
         ("--clip", "0"),
         ("--device", "cpu:0"),
         ("--init-noise", "0.1"),
+        ("--x-cov", "diag:2,1"),
         ("--out", "elsewhere"),
     ],
 )

@@ -100,6 +100,11 @@ def test_expand_names_order_and_overrides():
     assert by_name["full1_uniform5_s0_lr0.01"].model.param == "full" and by_name["full1_uniform5_s0_lr0.01"].lr == 0.01
     (only,) = expand({"noise": "categorical:1,3", "clip": 0})
     assert only.name == "full4_cat13_s0" and only.cfg.clip is None and only.cfg.noise == "categorical:1,3"
+    shaped = {r.name: r.cfg.x_cov for r in expand({"d": 2, "x_cov": ["diag:1,2", "diag:2,1"]})}
+    assert shaped == {
+        "full4_uniform5_s0_xcovdiag-1-2": ((1.0, 0.0), (0.0, 2.0)),
+        "full4_uniform5_s0_xcovdiag-2-1": ((2.0, 0.0), (0.0, 1.0)),
+    }
     (bad,) = expand({"d": 0})
     assert (
         bad.cfg is None and "d must be in [1, 4096], got 0" in bad.error

@@ -120,6 +120,29 @@ def test_init_from_diag_into_full(tmp_path):
     torch.testing.assert_close(first.Q, src.Q.detach())
 
 
+def test_training_draws_inputs_from_x_cov(tmp_path, monkeypatch):
+    """The first training batch's empirical covariance of the context and query inputs is Λ (I without x_cov)."""
+    import importlib
+
+    train_mod = importlib.import_module("interp.train")  # the module (interp.train is also the function)
+    cov = torch.tensor([[2.0, 0.6, 0.0], [0.6, 1.0, -0.3], [0.0, -0.3, 0.5]], dtype=torch.float64)
+    seen, sample = [], train_mod.sample_tasks
+
+    def record(*args, **kwargs):
+        seen.append(sample(*args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(train_mod, "sample_tasks", record)
+    for x_cov, want in ((cov.tolist(), cov), (None, torch.eye(3, dtype=torch.float64))):
+        seen.clear()
+        cfg = small_cfg(model=ModelConfig(d=3, n_layers=1), steps=1, batch=4096, x_cov=x_cov, n_checkpoints=2)
+        train(cfg, tmp_path / str(x_cov is None), progress=False)
+        x, x_t = seen[0].x.double().reshape(-1, 3), seen[0].x_query.double()
+        # standard errors: ≈ 0.016 (131 072 context rows) and ≈ 0.044 (4 096 queries) for the largest entry
+        torch.testing.assert_close(x.T @ x / len(x), want, rtol=0, atol=0.06)
+        torch.testing.assert_close(x_t.T @ x_t / len(x_t), want, rtol=0, atol=0.15)
+
+
 def _weights(run_dir):
     return load_file(str(ck.list_checkpoints(run_dir)[-1][1]))
 

@@ -70,6 +70,17 @@ def noise_spec(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def x_cov_spec(text: str) -> str:
+    """`diag:λ1,...,λd` or a .json file holding a d×d matrix, checked here and kept as given (interp.config)."""
+    from interp.config import covariance_spec
+
+    try:
+        covariance_spec(text)
+    except (ValueError, TypeError) as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def existing_path(text: str) -> str:
     path = Path(text)
     if not path.exists():

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from interp.cli import ArgError, device, existing_path, noise_spec, positive_float, positive_int
+from interp.cli import ArgError, device, existing_path, noise_spec, positive_float, positive_int, x_cov_spec
 from interp.config import MAX_BATCH_ELEMENTS, MAX_D, MAX_HEADS, MAX_LAYERS, MAX_N, MAX_STEPS
 
 
@@ -56,6 +56,13 @@ def add_run_options(p, many: bool = False) -> None:
         type=noise_spec,
         default="uniform:5",
         help="noise prior: fixed:σ, uniform:σ_max or categorical:1,3[;p1,p2] (default uniform:5)",
+    )
+    opt(
+        "--x-cov",
+        type=x_cov_spec,
+        metavar="SPEC",
+        help="covariance Λ of the inputs, x ~ N(0, Λ) (Zhang, Frei & Bartlett 2024): diag:λ1,...,λd or a .json "
+        "file holding a d×d matrix (default I)",
     )
     opt("--seed", type=int, default=0, help="seed of init and data (default 0)")
     opt(
@@ -137,12 +144,14 @@ RUN_OPTIONS = {
     "dtype": lambda c: c.model.dtype,
     "device": lambda c: c.device,
     "guard": lambda c: c.guard,
+    "x-cov": lambda c: c.x_cov,
 }
 
 
 def cmd_train(args) -> int:
     import torch
 
+    from interp.config import covariance_spec, describe_covariance
     from interp.run import Run
     from interp.sweep import OPTIONS, config_from_options
     from interp.train import TrainingDiverged, resolve, train
@@ -154,9 +163,10 @@ def cmd_train(args) -> int:
         for name, value_of in RUN_OPTIONS.items():
             given = getattr(args, name.replace("-", "_"), None)
             if _given(args, name) and hasattr(args, name.replace("-", "_")) and not _same(name, given, value_of(cfg)):
+                stored = describe_covariance(value_of(cfg)) if name == "x-cov" else value_of(cfg)
                 raise ArgError(
                     f"--{name}: {given} does not match the run being resumed "
-                    f"({args.resume} has {value_of(cfg)}); --resume continues a run unchanged"
+                    f"({args.resume} has {stored}); --resume continues a run unchanged"
                 )
         if args.out and os.path.realpath(args.out) != os.path.realpath(args.resume):
             raise ArgError(f"--out: {args.out} is not the run being resumed ({args.resume}); drop --out")
@@ -173,6 +183,9 @@ def cmd_train(args) -> int:
                 raise ArgError(f"--d: {args.d} does not match --init {args.init} (d={src.cfg.d})")
             if src.cfg.n_layers != args.layers:
                 raise ArgError(f"--layers: {args.layers} does not match --init {args.init} ({src.cfg.n_layers} layers)")
+        dims = len(covariance_spec(args.x_cov)) if args.x_cov else args.d
+        if dims != args.d:
+            raise ArgError(f"--x-cov: {args.x_cov} is {dims}×{dims} but --d is {args.d}")
         cfg = config_from_options({k: v for k, v in vars(args).items() if k in OPTIONS})
     try:
         result = train(cfg, run_dir, resume=bool(args.resume), progress=not args.no_progress)
@@ -190,6 +203,10 @@ def _same(name: str, given, stored) -> bool:
         return as_prior(given) == as_prior(stored)
     if name == "init":
         return stored is not None and os.path.realpath(given) == os.path.realpath(stored)
+    if name == "x-cov":
+        from interp.config import covariance_spec
+
+        return covariance_spec(given) == stored
     return given == stored
 
 
@@ -222,15 +239,17 @@ SUMMARY_SEED = 12_345  # the end-of-run evaluation sequences (fresh: training ne
 
 
 def _print_train_summary(result) -> None:
+    from interp.config import describe_covariance
     from interp.evalset import EvalSet
     from interp.evaluate import adjusted_loss
     from interp.run import Run
 
     cfg = Run(result.run_dir).config()
-    data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=10_000, seed=SUMMARY_SEED)
+    data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=10_000, seed=SUMMARY_SEED, x_cov=cfg.x_cov)
     est = adjusted_loss(result.model.cpu(), data)
+    inputs = "" if cfg.x_cov is None else f", x ~ N(0, {describe_covariance(cfg.x_cov)})"
     print(
-        f"run {result.run_dir}: {cfg.model.param.upper()} L={cfg.model.n_layers} on {cfg.noise}, "
+        f"run {result.run_dir}: {cfg.model.param.upper()} L={cfg.model.n_layers} on {cfg.noise}{inputs}, "
         f"{result.step} steps, final train ½·MSE {result.loss:.4f}"
     )
     print(f"eval on {data.n_seq:,} fresh sequences (seed {data.seed}): adjusted loss {est.mean:.4f} ± {est.stderr:.4f}")

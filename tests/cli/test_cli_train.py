@@ -28,6 +28,11 @@ def ckpt(tmp_path):
         (["--steps", "0"], "--steps"),
         (["--init", "/nonexistent/ckpt.safetensors"], "--init"),
         (["--resume", "/nonexistent/run"], "--resume"),
+        (["--x-cov", "diag:1,-1"], "--x-cov"),
+        (["--x-cov", "diag:1,x"], "--x-cov"),
+        (["--x-cov", "cov.txt"], "--x-cov"),
+        (["--x-cov", "/nonexistent/cov.json"], "--x-cov"),
+        (["--x-cov", "diag:1,2"], "--x-cov"),  # 2×2 for the default d = 10
         ([], "--out"),
     ],
 )
@@ -89,6 +94,26 @@ def test_resume_of_a_non_run_and_conflicting_args(capsys, tmp_path):
     assert code == 0
     code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "ok"), "--d", "5")
     assert code == 2 and "--d" in err and err.count("\n") == 1
+
+
+def test_x_cov_from_a_json_file(capsys, tmp_path):
+    """--x-cov FILE.json: a full matrix lands in the run config; a bad file is one line naming it."""
+    import json
+
+    cov = tmp_path / "cov.json"
+    cov.write_text(json.dumps([[2.0, 0.5], [0.1, 1.0]]))
+    argv = ["train", "--layers", "1", "--d", "2", "--n", "4", "--batch", "8", "--steps", "5", "--no-progress"]
+    code, _, err = run_cli(capsys, *argv, "--x-cov", cov, "--out", tmp_path / "bad")
+    assert code == 2 and err.count("\n") == 1 and "--x-cov" in err and str(cov) in err and "symmetric" in err
+    cov.write_text(json.dumps([[2.0, 0.5], [0.5, 1.0]]))
+    code, out, err = run_cli(capsys, *argv, "--x-cov", cov, "--out", tmp_path / "run")
+    assert code == 0, err
+    assert Run(tmp_path / "run").config().x_cov == ((2.0, 0.5), (0.5, 1.0))
+    assert "x ~ N(0, a full 2×2 matrix)" in out
+    code, _, err = run_cli(capsys, "train", "--resume", tmp_path / "run", "--x-cov", "diag:2,1")
+    assert code == 2 and err.count("\n") == 1 and "--x-cov: diag:2,1" in err and "has a full 2×2 matrix" in err
+    code, _, err = run_cli(capsys, "train", "--resume", tmp_path / "run", "--x-cov", cov, "--no-progress")
+    assert code == 0, err  # the same matrix is fine
 
 
 def test_help_for_every_command(capsys):

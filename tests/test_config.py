@@ -1,0 +1,77 @@
+"""TrainConfig.x_cov, the input covariance Λ (x_i, x_t ~ N(0, Λ); Zhang, Frei & Bartlett 2024): stored in
+config.json, validated in one line, and named by `diag:` or a .json file on the command line."""
+
+import json
+
+import pytest
+
+from interp.config import ModelConfig, TrainConfig, covariance_spec, describe_covariance
+from interp.run import Run
+
+COV = [[2.0, 0.5, 0.0], [0.5, 1.0, -0.3], [0.0, -0.3, 0.5]]
+
+
+def test_x_cov_round_trips_through_config_json_and_old_configs_load(tmp_path):
+    cfg = TrainConfig(model=ModelConfig(d=3, n_layers=1), x_cov=COV)
+    assert cfg.x_cov == tuple(map(tuple, COV))  # stored as a hashable tuple of rows
+    assert TrainConfig.from_dict(json.loads(cfg.to_json())) == cfg
+    run = Run(tmp_path / "run")
+    run.path.mkdir()
+    run.write_config(cfg)
+    assert json.loads(run.config_path.read_text())["x_cov"] == COV
+    assert run.config() == cfg
+    old = json.loads(run.config_path.read_text())
+    del old["x_cov"]  # written before the field existed
+    run.config_path.write_text(json.dumps(old))
+    assert run.config() == TrainConfig(model=ModelConfig(d=3, n_layers=1)) and run.config().x_cov is None
+
+
+def test_rounding_level_asymmetry_is_averaged():
+    x_cov = TrainConfig(model=ModelConfig(d=2), x_cov=[[2.0, 0.5 + 1e-15], [0.5, 1.0]]).x_cov
+    assert x_cov[0][1] == x_cov[1][0] and 0.5 < x_cov[0][1] < 0.5 + 1e-15  # the sampler reads one triangle
+
+
+@pytest.mark.parametrize(
+    "x_cov,needle",
+    [
+        ([[1.0, 0.0], [0.0, 1.0]], "x_cov must be 3×3 (d=3), got 2 rows"),
+        ([[1.0, 0.0, 0.0], [0.0, 1.0], [0.0, 0.0, 1.0]], "x_cov must be 3×3 (d=3), got 3 rows of lengths [2, 3]"),
+        ([[1.0, 0.2, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], "x_cov must be symmetric (largest |Λ_ij − Λ_ji| is 0.2)"),
+        (
+            [[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+            "x_cov must be positive definite (smallest eigenvalue -1)",
+        ),
+        (
+            [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0]],
+            "x_cov must be positive definite (smallest eigenvalue 0)",
+        ),
+        ([[1.0, 0.0, 0.0], [0.0, float("nan"), 0.0], [0.0, 0.0, 1.0]], "x_cov entries must be finite numbers"),
+        ([[1.0, 0.0, 0.0], [0.0, "1", 0.0], [0.0, 0.0, 1.0]], "x_cov entries must be finite numbers"),
+        ([1.0, 1.0, 1.0], "x_cov must be a d×d matrix (a list of rows)"),
+        ("diag:1,1,1", "x_cov must be a matrix or null"),
+    ],
+)
+def test_bad_x_cov_is_one_line_naming_the_field(x_cov, needle):
+    with pytest.raises((ValueError, TypeError)) as err:
+        TrainConfig(model=ModelConfig(d=3), x_cov=x_cov)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_covariance_spec_diag_and_json_file(tmp_path):
+    assert covariance_spec("diag:3,1.5,0.3") == ((3.0, 0.0, 0.0), (0.0, 1.5, 0.0), (0.0, 0.0, 0.3))
+    assert describe_covariance(covariance_spec("diag:3,1.5,0.3")) == "diag:3,1.5,0.3"
+    path = tmp_path / "cov.json"
+    path.write_text(json.dumps(COV))
+    assert covariance_spec(str(path)) == tuple(map(tuple, COV))
+    assert describe_covariance(covariance_spec(str(path))) == "a full 3×3 matrix" and describe_covariance(None) == "I"
+    path.write_text("[[1, 0], [0")
+    for spec, needle in (
+        ("diag:3,x", "numbers expected after 'diag:'"),
+        ("diag:1,0", "must be positive definite"),
+        ("cov.txt", "neither diag:λ1,...,λd nor a .json file"),
+        (str(tmp_path / "missing.json"), "no such file"),
+        (str(path), "not a JSON matrix"),
+    ):
+        with pytest.raises(ValueError) as err:
+            covariance_spec(spec)
+        assert needle in str(err.value) and "\n" not in str(err.value)
