@@ -25,6 +25,11 @@ ZOO = Path(__file__).resolve().parent / "zoo"
 TRIM = 10  # the mean without this many worst sequences is printed beside the mean
 
 
+def _num(v: float, spec: str = ".4f") -> str:
+    """Fixed point for ordinary values, 3 significant digits for a blown-up model's (8.56e+23, not 24 digits)."""
+    return f"{v:{spec}}" if abs(v) < 1e4 else f"{v:.3g}"
+
+
 def runs(root: Path) -> list[Path]:
     return [r.config_path for r in Run.find(root, recursive=True) if r.checkpoint_dir.is_dir()]
 
@@ -54,10 +59,10 @@ def main() -> int:
         est = LossEstimate.of(diff)
         trimmed = diff.sort().values[:-TRIM].mean().item()  # is the mean carried by a handful of sequences?
         paper = paper_value(cfg.model.param, cfg.noise, cfg.model.n_layers)
-        ratio = f" ({est.mean / paper:.2f}x)" if paper else ""
+        ratio = f" ({_num(est.mean / paper, '.2f')}x)" if paper else ""
         rows.append(
             f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} | "
-            f"{est.mean:.4f} ± {est.stderr:.4f}{' (*)' if est.dominated else ''} | {est.median:.4f} | "
+            f"{_num(est.mean)} ± {_num(est.stderr)}{' (*)' if est.dominated else ''} | {est.median:.4f} | "
             f"{est.worst:.4g} | {trimmed:.4f} | "
             f"{paper if paper is not None else '–'}{ratio} | `{command}` |"
         )
@@ -82,8 +87,13 @@ def main() -> int:
             "Trained with `interp train` (fast preset: Adam, batch 2048, 2000×L steps, one-cycle lr, clip 1.0; "
             f"one CPU thread). Each directory holds `{Run.CONFIG_FILE}`, `COMMAND`, `{Run.METRICS_FILE}`, the "
             f"geometric trajectory `{Run.CKPT_DIR}/step_*.safetensors` and `{Run.RESUME_FILE}`. `drift/` holds the "
-            "extra FULL seeds and the DIAG-started run of the drift study, `seeds/` further seeds of the 7-layer "
-            "cells (Table 1 takes the best), `failures/` a blown-up run kept out of the default report.",
+            "extra FULL seeds and DIAG-started runs of the drift study; `seeds/` further seeds of the 5–7-layer "
+            "cells: the best seed where it is not the top-level run (Table 1 takes the best), and the 7-layer FULL "
+            "seeds of the drift study; `long/` the 7-layer FULL runs trained twice as long (`--steps 28000`, "
+            "`experiments/results/presets.md`); `failures/` a blown-up run kept out of the default report. The "
+            "default report (`interp report`) reads the top level only. Runs of `seeds/` and `long/` were trained "
+            "by `interp sweep` (`experiments/results/table1_cpu.md`), with the same config as the `interp train` "
+            "command shown.",
             "",
             f"Adjusted loss: ½·MSE minus the oracle ridge's, {args.n_seq:,} sequences of the training prior, "
             f"evaluation seed {args.seed}, ± one standard error; paper: Table 1 (best of 5 seeds, 200 000 steps). "
