@@ -79,7 +79,9 @@ def trajectory_metrics(run: Path, args) -> dict:
     traj = load_trajectory(run)
     if args.max_checkpoints:
         traj = thinned(traj, args.max_checkpoints)
-    data = DriftData.default(cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq)
+    data = DriftData.default(
+        cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, eval_seq=args.eval_seq, fit_seq=args.fit_seq, x_cov=cfg.x_cov
+    )
     doc = {
         "run_dir": str(run.relative_to(ROOT.parent)),
         "init": cfg.init,

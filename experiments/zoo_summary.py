@@ -54,11 +54,11 @@ def main() -> int:
                 f"| | | `{command}` |"
             )
             continue
-        data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=args.n_seq, seed=args.seed)
+        data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=args.n_seq, seed=args.seed, x_cov=cfg.x_cov)
         diff = adjusted_losses({"m": load(run)}, data)["m"]  # per sequence
         est = LossEstimate.of(diff)
         trimmed = diff.sort().values[:-TRIM].mean().item()  # is the mean carried by a handful of sequences?
-        paper = paper_value(cfg.model.param, cfg.noise, cfg.model.n_layers)
+        paper = paper_value(cfg.model.param, cfg.noise, cfg.model.n_layers, cfg.model.d, cfg.n, cfg.x_cov)
         ratio = f" ({_num(est.mean / paper, '.2f')}x)" if paper else ""
         rows.append(
             f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} | "

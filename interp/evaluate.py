@@ -189,11 +189,12 @@ def paper_table() -> dict:
 
 
 def paper_value(
-    method: str, noise: "str | NoisePrior", layers: int | None = None, d: int = 10, n: int = 20
+    method: str, noise: "str | NoisePrior", layers: int | None = None, d: int = 10, n: int = 20, x_cov=None
 ) -> float | None:
     """Table 1's number for a method ("full", "diag", "gdpp" with `layers`, or "constrr", "adarr",
-    "tunedrr") on a prior; None where the paper has no such cell (other priors, d, n or depth)."""
-    if (d, n) != (10, 20):
+    "tunedrr") on a prior; None where the paper has no such cell (other priors, d, n or depth, or inputs
+    x ~ N(0, x_cov): Table 1 has x ~ N(0, I) only)."""
+    if (d, n) != (10, 20) or x_cov is not None:
         return None
     spec = as_prior(noise).spec
     table = paper_table()

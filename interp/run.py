@@ -27,7 +27,7 @@ import torch
 
 from interp import checkpoints as ck
 from interp.checkpoints import CheckpointError
-from interp.config import TrainConfig
+from interp.config import Matrix, TrainConfig
 from interp.model import LinearTransformer
 
 FORMAT_VERSION = 1
@@ -158,6 +158,11 @@ class Run:
     def prior(self) -> str:
         """The noise prior the run is trained on (its config's spec)."""
         return self.config().noise
+
+    @property
+    def x_cov(self) -> Matrix | None:
+        """The input covariance Λ the run is trained on, x ~ N(0, Λ) (its config's x_cov; None: I)."""
+        return self.config().x_cov
 
     @property
     def total_steps(self) -> int:

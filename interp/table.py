@@ -2,7 +2,7 @@
 
 A run is any directory one level under a root holding a run config and checkpoints (what `interp train`
 and `interp sweep` write); its cell is (arch, layers, prior) and its seed comes from the config. Only
-complete runs with the paper's setting (d = 10, n = 20, one head, no --init) are evaluated: adjusted loss
+complete runs with the paper's setting (d = 10, n = 20, one head, no --init, x ~ N(0, I)) are evaluated: adjusted loss
 of the final checkpoint on `n_seq` sequences of evaluation seed `eval_seed`. A cell reports the best of
 its seeds, as the paper does, with that seed's median and worst per-sequence loss. Baseline rows
 (ConstRR, AdaRR, TunedRR) and the Bayes floor use `baseline_seq` sequences. Evaluations are cached in a
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from interp import checkpoints as ck
+from interp.config import describe_covariance
 from interp.evalset import EvalSet
 from interp.evaluate import TABLE1_COLUMNS, evaluate, paper_table, paper_value
 from interp.run import Run
@@ -47,6 +48,9 @@ def discover(roots: list[Path], log: Callable[[str], None] = _log) -> list[dict]
                 continue
             if cfg.model.d != 10 or cfg.n != 20 or cfg.model.n_heads != 1 or cfg.init is not None:
                 continue  # not a Table 1 configuration
+            if cfg.x_cov is not None:  # d = 10, n = 20 like a Table 1 run, so say why it is not in the table
+                log(f"skipping {run}: trained on x ~ N(0, {describe_covariance(cfg.x_cov)}); Table 1 has x ~ N(0, I)")
+                continue
             ckpts = run.checkpoints()
             runs.append(
                 dict(

@@ -6,11 +6,13 @@ drawn with TUNE_SEED (evaluation uses seed 0 by default, training streams use se
 then a finer grid between the neighbours of the coarse optimum. Every result records its grids.
 
 Results for the paper's priors ship as package data (interp/data/baselines_tuned.json, rebuilt by
-experiments/tune_baselines.py); other priors are tuned on the fly (a few seconds) and memoised.
+experiments/tune_baselines.py); other priors, and inputs x ~ N(0, Λ) of a run trained with an `x_cov`, are tuned
+on the fly (a few seconds) and memoised.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from functools import lru_cache
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 
 from interp.baselines import AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict
+from interp.config import Matrix, covariance
 from interp.spectral import SpectralContext
 from interp.tasks import NoisePrior, as_prior, sample_tasks
 
@@ -29,20 +32,30 @@ TUNE_SEQ = 50_000
 CACHE_FILE = "baselines_tuned.json"
 
 
-def cache_key(prior: "str | NoisePrior", d: int, n: int) -> str:
-    return f"{as_prior(prior).spec}|d={d}|n={n}"
+def cache_key(prior: "str | NoisePrior", d: int, n: int, x_cov: Matrix | None = None) -> str:
+    key = f"{as_prior(prior).spec}|d={d}|n={n}"
+    if x_cov is None:
+        return key
+    matrix = json.dumps(covariance("x_cov", x_cov, d))  # validated, and the same key for a list or a tuple
+    return key + "|x_cov=" + hashlib.sha256(matrix.encode()).hexdigest()[:16]
 
 
 class TuningSet:
-    """Spectral contexts and targets of the tuning sequences (float64)."""
+    """Spectral contexts and targets of the tuning sequences (float64), inputs x ~ N(0, x_cov) (I when None)."""
 
     def __init__(
-        self, prior: "str | NoisePrior", d: int = 10, n: int = 20, n_seq: int = TUNE_SEQ, seed: int = TUNE_SEED
+        self,
+        prior: "str | NoisePrior",
+        d: int = 10,
+        n: int = 20,
+        n_seq: int = TUNE_SEQ,
+        seed: int = TUNE_SEED,
+        x_cov: Matrix | None = None,
     ):
         gen = torch.Generator().manual_seed(seed)
         parts, targets, oracle = [], [], []
         for start in range(0, n_seq, 10_000):
-            batch = sample_tasks(min(10_000, n_seq - start), d, n, prior, gen, dtype=torch.float64)
+            batch = sample_tasks(min(10_000, n_seq - start), d, n, prior, gen, x_cov=x_cov, dtype=torch.float64)
             parts.append(SpectralContext.of(batch))
             targets.append(batch.target)
             oracle.append(oracle_predict(batch))
@@ -152,15 +165,18 @@ def tune_all(
     gd_steps=range(1, 8),
     n_seq: int = TUNE_SEQ,
     seed: int = TUNE_SEED,
+    x_cov: Matrix | None = None,
 ) -> dict:
-    """Every tuned baseline of one prior, with grids, tuning set and losses (a JSON-ready dict)."""
-    ts = TuningSet(prior, d, n, n_seq, seed)
+    """Every tuned baseline of one prior (inputs x ~ N(0, x_cov)), with grids, tuning set and losses (a JSON-ready
+    dict)."""
+    ts = TuningSet(prior, d, n, n_seq, seed, x_cov)
     out = dict(
         prior=ts.prior.spec,
         d=d,
         n=n,
         n_seq=n_seq,
         seed=seed,
+        **({} if x_cov is None else {"x_cov": [list(row) for row in x_cov]}),
         oracle_loss=ts.oracle_loss,
         constrr=tune_constrr(ts),
         gd={str(k): tune_gd(ts, k) for k in gd_steps},
@@ -183,34 +199,40 @@ def _shipped() -> dict:
 _memo: dict[str, dict] = {}
 
 
-def is_cached(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,)) -> bool:
+def is_cached(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,), x_cov: Matrix | None = None) -> bool:
     """True when `tuned` will not need to tune (shipped or already tuned in this process)."""
-    rec = _memo.get(cache_key(prior, d, n)) or _shipped().get(cache_key(prior, d, n))
+    key = cache_key(prior, d, n, x_cov)
+    rec = _memo.get(key) or _shipped().get(key)
     return rec is not None and all(str(k) in rec["gd"] for k in gd_steps)
 
 
-def tuned(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,)) -> dict:
-    """The tuning record of a prior: the shipped one when present, else tuned now (and memoised)."""
-    key = cache_key(prior, d, n)
+def tuned(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,), x_cov: Matrix | None = None) -> dict:
+    """The tuning record of a prior (inputs x ~ N(0, x_cov)): the shipped one when present, else tuned now (and
+    memoised)."""
+    key = cache_key(prior, d, n, x_cov)
     rec = _memo.get(key) or _shipped().get(key)
     if rec is None:
-        rec = tune_all(prior, d, n, gd_steps=gd_steps)
+        rec = tune_all(prior, d, n, gd_steps=gd_steps, x_cov=x_cov)
     missing = [k for k in gd_steps if str(k) not in rec["gd"]]
     if missing:  # only the GD-k steps are new: tune them on the same tuning set
-        ts = TuningSet(prior, d, n, rec["n_seq"], rec["seed"])
+        ts = TuningSet(prior, d, n, rec["n_seq"], rec["seed"], x_cov)
         rec = {**rec, "gd": {**rec["gd"], **{str(k): tune_gd(ts, k) for k in missing}}}
     _memo[key] = rec
     return rec
 
 
-def baselines(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,), names=None) -> dict[str, Callable]:
+def baselines(
+    prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,), names=None, x_cov: Matrix | None = None
+) -> dict[str, Callable]:
     """Named predictors for a prior: ols, constrr, adarr, tunedrr, gd{k}, bayes (Vladymyrov et al. 2024, Table 1
-    baselines).
+    baselines), their free parameters tuned on inputs x ~ N(0, x_cov). OLS, AdaRR and Bayes have none to tune, and
+    Bayes (like the oracle ridge) stays exact for any x_cov: with w ~ N(0, I) the posterior mean of w does not depend
+    on the law of x.
 
     `names` selects (and orders) a subset; AdaRR and TunedRR need n > d and are left out otherwise.
     """
     prior = as_prior(prior)
-    rec = tuned(prior, d, n, gd_steps)
+    rec = tuned(prior, d, n, gd_steps, x_cov)
     out: dict[str, Callable] = {"ols": ols_predict, "constrr": ConstRR(rec["constrr"]["lam"])}
     if n > d:
         out["adarr"] = AdaRR()

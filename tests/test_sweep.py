@@ -314,3 +314,21 @@ def test_table_from_a_root(tmp_path, capsys):
     assert code == 0 and "diag1_uniform5_s1:" not in err  # (an evaluation logs the run's path)
     code, _, err = run_cli(capsys, "table", tmp_path / "nowhere")
     assert code == 2 and err.count("\n") == 1 and "nowhere" in err
+
+
+@pytest.mark.slow
+def test_table_leaves_out_a_run_trained_on_another_input_covariance(tmp_path, capsys):
+    """Table 1 has x ~ N(0, I): a d = 10, n = 20 run trained with --x-cov is not in the table, and one line says why."""
+    root = tmp_path / "root"
+    lam = "diag:" + ",".join(["2"] * 5 + ["0.5"] * 5)
+    for name, x_cov in (("eye", None), ("lam", lam)):
+        opts = dict(arch="diag", layers=1, steps=2, batch=16, checkpoints=2, x_cov=x_cov)
+        train(config_from_options(opts), root / name, progress=False)
+    code, out, err = run_cli(
+        capsys, "table", root, "--n-seq", "200", "--baseline-seq", "200", "--json", tmp_path / "t.json"
+    )
+    assert code == 0, err
+    assert [Path(r["run"]).name for r in json.loads((tmp_path / "t.json").read_text())["runs"]] == ["eye"]
+    (note,) = [line for line in err.splitlines() if "lam" in line]
+    assert note == f"skipping {root / 'lam'}: trained on x ~ N(0, {lam}); Table 1 has x ~ N(0, I)"
+    assert "| 1 | DIAG | " in out

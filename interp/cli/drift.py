@@ -19,7 +19,8 @@ def add(sub) -> None:
             "subspace, the scalar-identity deviation of the x-blocks of P and Q, R² of the DIAG and equivariant fits "
             "on the checkpoint's own statistics, the singular values of the non-DIAG remainder, and the adjusted loss "
             "of the model and of its DIAG projection (the functional gap). Prints a per-layer table for the first, "
-            "middle and last checkpoints; --json writes every metric of every checkpoint (README, 'Drift'). "
+            "middle and last checkpoints; --json writes every metric of every checkpoint (README, 'Drift'). A run "
+            "trained on x ~ N(0, Λ) (interp train --x-cov) is measured on inputs from N(0, Λ). "
             "About 3 s per 4-layer checkpoint on one thread with the defaults."
         ),
     )
@@ -75,6 +76,7 @@ def cmd_drift(args) -> int:
         n=cfg.n,
         n_seq=args.eval_seq,
         seed=EVAL_SEED if args.eval_seed is None else args.eval_seed,
+        x_cov=cfg.x_cov,  # a run trained on x ~ N(0, Λ) is measured on such inputs
     )
     data = DriftData(evalset, fit_seq=args.fit_seq)
     t0 = time.time()
@@ -103,12 +105,14 @@ def picked(records: list) -> list:
 
 def print_table(doc: dict) -> None:
     """One row per (checkpoint, layer) for the first, middle and last checkpoints, then one loss line each."""
+    from interp.config import describe_covariance
     from interp.probes.drift import DriftRecord
 
     recs = [DriftRecord.from_json(r) for r in doc["checkpoints"]]
+    inputs = "" if doc.get("x_cov") is None else f", x ~ N(0, {describe_covariance(doc['x_cov'])})"
     print(
         f"{doc['run_dir']}: {doc['param'].upper()} L={doc['n_layers']} H={doc['n_heads']}, {len(recs)} checkpoints, "
-        f"{doc['noise']}; losses on {doc['eval_seq']} sequences, fits on {doc['fit_seq']}"
+        f"{doc['noise']}{inputs}; losses on {doc['eval_seq']} sequences, fits on {doc['fit_seq']}"
     )
     head = [
         "step",

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from interp.cli import ArgError, check_output, existing_path, noise_spec, note_training, positive_int
-from interp.config import MAX_BATCH_ELEMENTS, MAX_D, MAX_N
+from interp.config import MAX_BATCH_ELEMENTS, MAX_D, MAX_N, Matrix
 
 BASELINES = ("ols", "constrr", "adarr", "tunedrr", "gd", "bayes")
 MAX_SIGMAS = 1_000
@@ -29,7 +29,8 @@ def add(sub) -> None:
             "Adjusted evaluation loss (½·MSE minus the oracle ridge's ½·MSE on the same sequences, "
             "README, Conventions: adjusted loss) of "
             "each model next to OLS, ConstRR, AdaRR, TunedRR, GD-k and the Bayes floor, with the paper's Table 1 value "
-            "where one exists. MODEL is a checkpoint file or a run directory (its last checkpoint)."
+            "where one exists. MODEL is a checkpoint file or a run directory (its last checkpoint). A run trained on "
+            "x ~ N(0, Λ) (interp train --x-cov) is evaluated on inputs from N(0, Λ), the baselines tuned there."
         ),
     )
     p.add_argument("models", nargs="*", type=existing_path, metavar="MODEL", help="checkpoint files or run directories")
@@ -136,8 +137,26 @@ def _load_models(paths: list[str], d: int | None) -> tuple[list[dict], int]:
             d = model.cfg.d
         if model.cfg.d != d:
             raise ArgError(f"{path}: checkpoint has d={model.cfg.d} but the task has d={d} (--d)")
-        models.append(dict(path=path, model=model, noise=noise, step=meta.get("step")))
+        x_cov = None if run is None else run.x_cov  # a loose checkpoint file records no input covariance: I
+        models.append(dict(path=path, model=model, noise=noise, step=meta.get("step"), x_cov=x_cov))
     return models, d if d is not None else 10
+
+
+def _input_covariance(models: list[dict]) -> Matrix | None:
+    """The input covariance Λ (x ~ N(0, Λ)) the models were trained on, None for I; one evaluation draws one set of
+    sequences, so models trained on different ones are refused."""
+    from interp.config import describe_covariance
+
+    first = {}
+    for m in models:
+        first.setdefault(m["x_cov"], m["path"])
+    if len(first) > 1:
+        raise ArgError(
+            "MODEL: "
+            + ", ".join(f"{path} is trained on x ~ N(0, {describe_covariance(c)})" for c, path in first.items())
+            + "; evaluate them separately"
+        )
+    return next(iter(first), None)
 
 
 def _fmt(v: float | None) -> str:
@@ -159,6 +178,7 @@ def _render(header: list[str], rows: list[list[str]]) -> str:
 def cmd_eval(args) -> int:
     import torch
 
+    from interp.config import describe_covariance
     from interp.evalset import EvalSet
     from interp.evaluate import evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile
     from interp.tuning import baselines as make_baselines
@@ -181,6 +201,7 @@ def cmd_eval(args) -> int:
             f"{MAX_BATCH_ELEMENTS} entries per forward pass; lower --chunk"
         )
     noise = args.noise or next((m["noise"] for m in models if m["noise"]), None) or "uniform:5"
+    x_cov = _input_covariance(models)
     if args.n <= d and not args.no_baselines:
         args.baselines = [b for b in args.baselines if b not in ("adarr", "tunedrr")]  # need n > d
     gd_steps = tuple(args.gd_steps or sorted({m["model"].cfg.n_layers for m in models}) or (1,))
@@ -207,27 +228,29 @@ def cmd_eval(args) -> int:
             arch=cfg.param,
             layers=cfg.n_layers,
             trained_on=m["noise"],
-            paper=paper_value(cfg.param, noise, cfg.n_layers, d, args.n) if in_dist else None,
+            paper=paper_value(cfg.param, noise, cfg.n_layers, d, args.n, x_cov) if in_dist else None,
         )
     tuning = None
     if names:
-        if not is_cached(noise, d, args.n, gd_steps):
+        if not is_cached(noise, d, args.n, gd_steps, x_cov):
             print(
-                f"interp eval: tuning baselines for {noise} (d={d}, n={args.n}; not in the shipped cache, "
-                "about half a minute)",
+                f"interp eval: tuning baselines for {noise}{_inputs(x_cov)} (d={d}, n={args.n}; not in the shipped "
+                "cache, about half a minute)",
                 file=sys.stderr,
             )
-        base = make_baselines(noise, d, args.n, gd_steps=gd_steps, names=names)
-        rec = tuned(noise, d, args.n, gd_steps)
+        base = make_baselines(noise, d, args.n, gd_steps=gd_steps, names=names, x_cov=x_cov)
+        rec = tuned(noise, d, args.n, gd_steps, x_cov)
         tuning = {k: _strip_grid(v) for k, v in rec.items()}
         for nm, fn in base.items():
             preds[nm] = fn
-            meta[nm] = dict(kind="baseline", paper=paper_value(nm, noise, None, d, args.n), params=_params(nm, rec))
+            meta[nm] = dict(
+                kind="baseline", paper=paper_value(nm, noise, None, d, args.n, x_cov), params=_params(nm, rec)
+            )
 
     sigmas = args.sigmas or sigma_grid(noise)
     rows: list[dict] = []
     common = dict(noise=noise, d=d, n=args.n, seed=args.seed)
-    on_prior = EvalSet(noise, d=d, n=args.n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk)
+    on_prior = EvalSet(noise, d=d, n=args.n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk, x_cov=x_cov)
     per_sigma = on_prior.replace(n_seq=args.profile_seq)
     if args.view == "table":
         for nm, est in evaluate(preds, on_prior).items():
@@ -253,10 +276,11 @@ def cmd_eval(args) -> int:
                 ]
 
     if args.csv:
-        _write(args.csv, _csv(rows, common))
+        _write(args.csv, _csv(rows, common | {"x_cov": describe_covariance(x_cov)}))
     if args.json:
         payload = dict(
             **common,
+            **({} if x_cov is None else {"x_cov": on_prior.describe()["x_cov"]}),
             view=args.view,
             n_seq=args.n_seq,
             profile_seq=args.profile_seq,
@@ -267,8 +291,15 @@ def cmd_eval(args) -> int:
         )
         _write(args.json, json.dumps(payload, indent=1, default=_json_default) + "\n")
     if "-" not in (args.csv, args.json):
-        print(_terminal(args.view, rows, meta, noise, d, args, sigmas))
+        print(_terminal(args.view, rows, meta, noise + _inputs(x_cov), d, args, sigmas))
     return 0
+
+
+def _inputs(x_cov: Matrix | None) -> str:
+    """', x ~ N(0, Λ)' naming a run's input covariance; '' for I."""
+    from interp.config import describe_covariance
+
+    return "" if x_cov is None else f", x ~ N(0, {describe_covariance(x_cov)})"
 
 
 def _label(path: str, all_paths: list[str]) -> str:
@@ -316,6 +347,7 @@ def _csv(rows: list[dict], common: dict) -> str:
         "d",
         "n",
         "seed",
+        "x_cov",
         "layer",
         "sigma",
         "mean",

@@ -17,7 +17,8 @@ def add(sub) -> None:
         description=(
             "Reads, through the model's hooks, the implicit linear model of every layer (Theorem 4.1), compares it "
             "with OLS / ridge / GD, fits the layers to the paper's algebraic forms and writes one JSON file "
-            "(schema: README, 'Probe JSON schema'); prints a short per-layer table per model."
+            "(schema: README, 'Probe JSON schema'); prints a short per-layer table per model. A run trained on "
+            "x ~ N(0, Λ) (interp train --x-cov) is probed on inputs from N(0, Λ)."
         ),
     )
     p.add_argument(
@@ -73,7 +74,9 @@ def cmd_probe(args) -> int:
         noise = args.noise or meta.get("noise")
         if noise is None:
             raise ArgError(f"--noise: required ({path} does not record its training prior)")
-        n = args.n or _run_n(path) or 20
+        cfg = _run_config(path)
+        n = args.n or (cfg.n if cfg else 20)
+        x_cov = cfg.x_cov if cfg else None  # a run trained on x ~ N(0, Λ) is probed on such inputs
         if args.chunk * (n + 1) * model.cfg.d_model > MAX_BATCH_ELEMENTS:
             raise ArgError(
                 f"--chunk: {args.chunk} sequences of {n + 1} x {model.cfg.d_model} tokens exceed "
@@ -81,7 +84,7 @@ def cmd_probe(args) -> int:
             )
         if n + 1 < model.cfg.d + 1:
             raise ArgError(f"--n: {n} is too short for d = {model.cfg.d} (least squares needs n >= d)")
-        data = EvalSet(noise, d=model.cfg.d, n=n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk)
+        data = EvalSet(noise, d=model.cfg.d, n=n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk, x_cov=x_cov)
         rec = probe_model(model, data, fit_seq=args.fit_seq, ablation_seq=args.ablation_seq)
         models.append(
             {
@@ -89,10 +92,11 @@ def cmd_probe(args) -> int:
                 "checkpoint": str(file),
                 "step": meta.get("step"),
                 "trained_noise": meta.get("noise"),
+                **({} if x_cov is None else {"x_cov": data.describe()["x_cov"]}),
                 **rec.to_json(),
             }
         )
-        print_table(str(path), meta.get("step"), rec)
+        print_table(str(path), meta.get("step"), rec, x_cov)
     argv = getattr(args, "argv", None) or sys.argv[1:]
     doc = {"format": "interp-probe", "format_version": SCHEMA_VERSION, "command": ["interp", *argv], "models": models}
     from interp.checkpoints import atomic_write_text
@@ -102,22 +106,28 @@ def cmd_probe(args) -> int:
     return 0
 
 
-def _run_n(path: str) -> int | None:
-    """The context length of the run a run directory or checkpoint belongs to (None for a loose checkpoint)."""
+def _run_config(path: str):
+    """The TrainConfig of the run a run directory or checkpoint belongs to (its n and x_cov; None for a loose
+    checkpoint)."""
     from interp.run import Run
 
     run = Run.of(path)
-    return None if run is None else run.config().n
+    return None if run is None else run.config()
 
 
 def _f(x, fmt: str = ".3g") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-def print_table(path: str, step, rec) -> None:
-    """One row per layer l = 1..L of a ProbeResult."""
+def print_table(path: str, step, rec, x_cov=None) -> None:
+    """One row per layer l = 1..L of a ProbeResult (its sequences' inputs x ~ N(0, x_cov); None: I)."""
+    from interp.config import describe_covariance
+
     L = rec.n_layers
-    print(f"\n{path}: {rec.param.upper()} L={L} H={rec.n_heads} step {step}, {rec.n_seq} sequences of {rec.noise}")
+    inputs = "" if x_cov is None else f", x ~ N(0, {describe_covariance(x_cov)})"
+    print(
+        f"\n{path}: {rec.param.upper()} L={L} H={rec.n_heads} step {step}, {rec.n_seq} sequences of {rec.noise}{inputs}"
+    )
     imp, sol, lam, fits, proj = rec.implicit, rec.solvers, rec.implied_lambda, rec.fits, rec.projection
     ridge, abl = rec.const_ridge, rec.ablation
     head = [

@@ -14,8 +14,8 @@ def add(sub) -> None:
         help="Table 1 from trained runs (e.g. an interp sweep root)",
         description=(
             "Discover the runs one level under each ROOT, evaluate the complete ones with the paper's setting "
-            "(d=10, n=20, one head; cached), take the best seed per cell and print Table 1 with the paper's value, "
-            "each best seed's median and worst sequence, the baseline rows and the Bayes floor."
+            "(d=10, n=20, one head, x ~ N(0, I); cached), take the best seed per cell and print Table 1 with the "
+            "paper's value, each best seed's median and worst sequence, the baseline rows and the Bayes floor."
         ),
     )
     p.add_argument("roots", nargs="+", metavar="ROOT", help="directories holding run directories")

@@ -305,13 +305,16 @@ class DriftData:
         fit_seq: int = 2_048,
         eval_seed: int = EVAL_SEED,
         fit_seed: int = FIT_SEED,
+        x_cov=None,
     ) -> "DriftData":
-        """The drift defaults: `eval_seq` sequences of seed EVAL_SEED, `fit_seq` of seed FIT_SEED."""
-        return cls(EvalSet(noise, d=d, n=n, n_seq=eval_seq, seed=eval_seed), fit_seq, fit_seed)
+        """The drift defaults: `eval_seq` sequences of seed EVAL_SEED, `fit_seq` of seed FIT_SEED, inputs
+        x ~ N(0, x_cov) (None: I)."""
+        return cls(EvalSet(noise, d=d, n=n, n_seq=eval_seq, seed=eval_seed, x_cov=x_cov), fit_seq, fit_seed)
 
     def describe(self) -> dict:
+        """JSON-ready: which sequences (the input covariance Λ only when it is not I, as in EvalSet.describe)."""
         e = self.evalset
-        return {
+        out = {
             "noise": e.noise.spec,
             "d": e.d,
             "n": e.n,
@@ -320,6 +323,7 @@ class DriftData:
             "fit_seq": self.fit_seq,
             "fit_seed": self.fit_seed,
         }
+        return out if e.x_cov is None else out | {"x_cov": e.describe()["x_cov"]}
 
 
 @dataclass
@@ -374,11 +378,12 @@ def drift_trajectory(trajectory, data: DriftData, per_layer_gap: bool = True, pr
 
 
 def run_drift(run_dir: str | Path, noise=None, per_layer_gap: bool = True, **data_kwargs) -> dict:
-    """drift_trajectory over every checkpoint of a run directory, on the run's own prior and context length."""
+    """drift_trajectory over every checkpoint of a run directory, on the run's own prior, context length and input
+    covariance."""
     from interp.run import Run
 
     run = Run(run_dir)
     cfg = run.config()
     traj = run.trajectory()
-    data = DriftData.default(noise or cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, **data_kwargs)
+    data = DriftData.default(noise or cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, x_cov=cfg.x_cov, **data_kwargs)
     return {"run_dir": str(run_dir)} | drift_trajectory(traj, data, per_layer_gap)

@@ -22,6 +22,7 @@ from interp.checkpoints import (
     read_regular_file,
     resolve_checkpoint,
 )
+from interp.config import Matrix, describe_covariance
 from interp.evalset import EvalSet
 from interp.evaluate import (
     LossEstimate,
@@ -90,6 +91,7 @@ class Entry:
     d: int
     n: int
     noise: str
+    x_cov: Matrix | None = None  # the run's input covariance Λ, x ~ N(0, Λ) (None: I, or a loose checkpoint)
 
     @property
     def complete(self) -> bool:
@@ -141,9 +143,10 @@ def make_entry(path: str | Path, noise: str | None = None) -> Entry:
     ckpt = resolve_checkpoint(path)
     model, meta = load_with_meta(ckpt)
     run = _run_dir_of(path) if path.is_dir() else _run_dir_of(ckpt)
-    cfg_run = {}
+    cfg_run, x_cov = {}, None
     if run is not None and Run.is_run(run):
-        cfg_run = Run(run).config().to_dict()
+        cfg = Run(run).config()
+        cfg_run, x_cov = cfg.to_dict(), cfg.x_cov
     noise = noise or meta.get("noise") or cfg_run.get("noise")
     if noise is None:
         raise CheckpointError(f"{path}: records no training noise prior; pass --noise")
@@ -166,6 +169,7 @@ def make_entry(path: str | Path, noise: str | None = None) -> Entry:
         c.d,
         int(cfg_run.get("n", 20)),
         as_prior(noise).spec,
+        x_cov,
     )
 
 
@@ -195,6 +199,7 @@ def _cache_key(entry: Entry, settings: Settings, digest: str) -> str:
             "sha": digest,
             "noise": entry.noise,
             "n": entry.n,
+            **({} if entry.x_cov is None else {"x_cov": entry.x_cov}),  # keys of runs on x ~ N(0, I) stay as they were
             "settings": asdict(settings),
         },
         sort_keys=True,
@@ -251,7 +256,7 @@ def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Mo
     t0 = time.perf_counter()
     model, _ = load_with_meta(entry.checkpoint)  # evaluated in its own dtype, like `interp eval`; probes use float64
     s = settings
-    on_prior = EvalSet(entry.noise, d=entry.d, n=entry.n, n_seq=s.n_seq, seed=s.seed)
+    on_prior = EvalSet(entry.noise, d=entry.d, n=entry.n, n_seq=s.n_seq, seed=s.seed, x_cov=entry.x_cov)
     sigmas = sigma_grid(entry.noise, s.sigma_step)
     curve = per_layer_loss(model, on_prior)
     grid = per_layer_profile(model, sigmas, on_prior.replace(n_seq=s.profile_seq))
@@ -286,24 +291,28 @@ class BaselineRecord(Record):
     loss: dict[str, LossEstimate]
     profile: dict[str, list]  # name -> mean adjusted loss per σ
     paper: dict[str, float | None]  # name -> Table 1 value
+    x_cov: list | None = None  # the input covariance Λ of the prior's models, x ~ N(0, Λ) (None: I)
 
 
-def baseline_record(noise: str, settings: Settings, d: int = 10, n: int = 20, gd_steps=(1,)) -> BaselineRecord:
-    """Adjusted loss of the ridge baselines and the Bayes floor on the prior and per σ (same seeds as the models)."""
+def baseline_record(
+    noise: str, settings: Settings, d: int = 10, n: int = 20, gd_steps=(1,), x_cov: Matrix | None = None
+) -> BaselineRecord:
+    """Adjusted loss of the ridge baselines and the Bayes floor on the prior and per σ (same seeds as the models),
+    tuned and measured on inputs x ~ N(0, x_cov)."""
     from interp.tuning import baselines
 
-    preds = baselines(
-        noise, d, n, gd_steps=gd_steps, names=[b for b in BASELINES if n > d or b not in ("adarr", "tunedrr")]
-    )
+    names = [b for b in BASELINES if n > d or b not in ("adarr", "tunedrr")]
+    preds = baselines(noise, d, n, gd_steps=gd_steps, names=names, x_cov=x_cov)
     sigmas = sigma_grid(noise, settings.sigma_step)
-    on_prior = EvalSet(noise, d=d, n=n, n_seq=settings.n_seq, seed=settings.seed)
+    on_prior = EvalSet(noise, d=d, n=n, n_seq=settings.n_seq, seed=settings.seed, x_cov=x_cov)
     prof = sigma_profile(preds, sigmas, on_prior.replace(n_seq=settings.profile_seq))
     rec = BaselineRecord(
         noise,
         sigmas,
         evaluate(preds, on_prior),
         {k: [e.mean for e in v] for k, v in prof.items()},
-        {k: paper_value(k, noise, None, d, n) for k in preds},
+        {k: paper_value(k, noise, None, d, n, x_cov) for k in preds},
+        on_prior.describe().get("x_cov"),
     )
     return BaselineRecord.from_json(rec.to_json())
 
@@ -377,6 +386,7 @@ def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = Tr
                     "sha": _sha256(path),
                     "noise": e.noise,
                     "n": e.n,
+                    **({} if e.x_cov is None else {"x_cov": e.x_cov}),
                     "seq": settings.drift_seq,
                     "fit": settings.drift_fit_seq,
                 },
@@ -387,10 +397,10 @@ def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = Tr
             if hit is not None:
                 rec = DriftPoint.from_json(hit)
             else:
-                spec = (e.noise, e.d, e.n)
+                spec = (e.noise, e.d, e.n, e.x_cov)
                 if spec not in datasets:
                     datasets[spec] = DriftData.default(
-                        e.noise, e.d, e.n, eval_seq=settings.drift_seq, fit_seq=settings.drift_fit_seq
+                        e.noise, e.d, e.n, eval_seq=settings.drift_seq, fit_seq=settings.drift_fit_seq, x_cov=e.x_cov
                     )
                 model, _ = load_with_meta(path)
                 rec = DriftPoint.of(drift_record(step, model, datasets[spec], per_layer_gap=False))
@@ -466,13 +476,15 @@ def gather(
     if not entries:
         raise CheckpointError("no models to report on")
     unique_labels(entries)
-    task_sizes = {}  # prior -> (d, n) of its baselines; the figures draw one set of baselines per prior
+    task_sizes = {}  # prior -> (d, n, x_cov) of its baselines; the figures draw one set of baselines per prior
     for prior in dict.fromkeys(e.noise for e in entries):
-        shapes = {(e.d, e.n): e.label for e in entries if e.noise == prior}
+        shapes = {(e.d, e.n, e.x_cov): e.label for e in entries if e.noise == prior}
         if len(shapes) > 1:
             raise CheckpointError(
-                f"models on {prior} differ in task size ("
-                + ", ".join(f"{lab}: d={d}, n={n}" for (d, n), lab in shapes.items())
+                f"models on {prior} differ in task size or input covariance ("
+                + ", ".join(
+                    f"{lab}: d={d}, n={n}, x ~ N(0, {describe_covariance(c)})" for (d, n, c), lab in shapes.items()
+                )
                 + "); baselines are per prior, so report them separately"
             )
         task_sizes[prior] = next(iter(shapes))
@@ -485,8 +497,8 @@ def gather(
         say(f"{e.label}: {'cached' if records[e.label].cached else f'{timings[e.label]:.1f} s'}")
     t0 = time.perf_counter()
     base = {}
-    for prior, (d, n) in task_sizes.items():
-        base[prior] = baseline_record(prior, settings, d, n)
+    for prior, (d, n, x_cov) in task_sizes.items():
+        base[prior] = baseline_record(prior, settings, d, n, x_cov=x_cov)
     timings["baselines"] = time.perf_counter() - t0
     say(f"baselines: {timings['baselines']:.1f} s")
     curves = {e.label: training_curve(e) for e in entries}

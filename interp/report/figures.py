@@ -217,7 +217,8 @@ def loss_vs_layers(data: ReportData) -> go.Figure:
     for c, prior in enumerate(priors, start=1):
         for arch in ("gdpp", "diag", "full"):
             shown |= _model_markers(fig, data, prior, arch, c, shown)
-            shown |= _paper_markers(fig, prior, arch, c, shown)
+            if data.baselines[prior].x_cov is None:  # Table 1 has x ~ N(0, I)
+                shown |= _paper_markers(fig, prior, arch, c, shown)
         shown |= _baseline_levels(fig, data.baselines[prior], c, [depths[0] - 0.2, depths[-1] + 0.2], shown)
         fig.update_xaxes(
             title_text="number of layers L", tickvals=depths, range=[depths[0] - 0.3, depths[-1] + 0.3], row=1, col=c
@@ -255,7 +256,7 @@ def _model_markers(fig, data: ReportData, prior: str, arch: str, col: int, shown
                 ),
                 line=dict(color=colour, width=2),
                 customdata=[
-                    [e.label, r.loss.mean, r.loss.stderr, paper_value(arch, prior, e.n_layers), e.step]
+                    [e.label, r.loss.mean, r.loss.stderr, paper_value(arch, prior, e.n_layers, x_cov=e.x_cov), e.step]
                     for e, r in zip(group, rec)
                 ],
                 hovertemplate="%{customdata[0]}<br>L = %{x}<br>adjusted loss %{customdata[1]:.5g}"

@@ -11,6 +11,7 @@ import plotly
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from interp.config import describe_covariance
 from interp.evaluate import paper_value
 from interp.report.data import BASELINES, ReportData
 from interp.report.figures import Panel, interp_panels, paper_panels, trajectory_panels
@@ -66,13 +67,13 @@ def summary_rows(data: ReportData) -> list[dict]:
     rows = []
     for e in data.entries:
         loss = data.records[e.label].loss
-        paper = paper_value(e.arch, e.noise, e.n_layers, e.d, e.n) if e.n_heads == 1 else None
+        paper = paper_value(e.arch, e.noise, e.n_layers, e.d, e.n, e.x_cov) if e.n_heads == 1 else None
         rows.append(
             dict(
                 kind="model",
                 name=e.label,
                 arch=e.arch,
-                what=f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}",
+                what=f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}" + _inputs(e.x_cov),
                 noise=e.noise,
                 step=e.step,
                 total=e.total_steps,
@@ -93,7 +94,7 @@ def summary_rows(data: ReportData) -> list[dict]:
                         kind="baseline",
                         name=BASELINE_STYLE[b][0],
                         arch=b,
-                        what="baseline",
+                        what="baseline" + _inputs(base.x_cov),
                         noise=prior,
                         step=None,
                         total=None,
@@ -106,6 +107,11 @@ def summary_rows(data: ReportData) -> list[dict]:
                     )
                 )
     return rows
+
+
+def _inputs(x_cov) -> str:
+    """', x ~ N(0, Λ)' for a model or baselines on a run's input covariance Λ; '' for I."""
+    return "" if x_cov is None else f", x ~ N(0, {describe_covariance(x_cov)})"
 
 
 def _ratio(row: dict) -> str:

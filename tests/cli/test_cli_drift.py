@@ -44,6 +44,7 @@ def test_drift_table_and_json(run_dir, tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert doc["format"] == "interp-drift" and doc["command"][:2] == ["interp", "drift"]
     assert doc["noise"] == "uniform:1" and doc["n"] == 10 and doc["eval_seq"] == 2_000 and doc["n_layers"] == 2
+    assert "x_cov" not in doc  # trained on x ~ N(0, I)
     recs = doc["checkpoints"]
     assert [r["step"] for r in recs] == STEPS
     for key in (
@@ -97,3 +98,29 @@ def test_drift_bad_input_is_one_line_exit_2(run_dir, capsys, args, needle):
 def test_drift_not_a_run_dir(tmp_path, capsys):
     code, _, err = drift([tmp_path], capsys)
     assert code == 2 and Run.CONFIG_FILE in err and len(err.strip().splitlines()) == 1
+
+
+def test_drift_of_a_run_trained_on_x_cov(tmp_path, capsys):
+    """A run trained on x ~ N(0, Λ) is measured on such inputs: each checkpoint's loss is its adjusted loss on
+    EvalSet(x_cov=Λ) of the drift seed (not on N(0, I)), and the JSON records Λ."""
+    from interp.evalset import EvalSet
+    from interp.evaluate import adjusted_loss
+    from interp.probes.drift import EVAL_SEED
+
+    lam = [[2.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.5]]
+    run = Run(tmp_path / "run")
+    run.path.mkdir()
+    cfg = TrainConfig(
+        model=ModelConfig(d=4, n_layers=2, param="full", dtype="float64"), noise="uniform:1", n=10, x_cov=lam
+    )
+    run.write_config(cfg)
+    model = _interpolated(0.5)
+    run.save_checkpoint(model, 0, noise="uniform:1")
+    out = tmp_path / "drift.json"
+    code, stdout, err = drift([run.path, "--eval-seq", 500, "--fit-seq", 64, "--no-per-layer", "--json", out], capsys)
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    on = lambda x_cov: EvalSet("uniform:1", d=4, n=10, n_seq=500, seed=EVAL_SEED, x_cov=x_cov)  # noqa: E731
+    assert doc["x_cov"] == lam and "x ~ N(0, diag:2,1,1,0.5)" in stdout
+    assert doc["checkpoints"][0]["loss"] == pytest.approx(adjusted_loss(model, on(lam)).mean, rel=1e-12)
+    assert doc["checkpoints"][0]["loss"] != pytest.approx(adjusted_loss(model, on(None)).mean, rel=1e-2)

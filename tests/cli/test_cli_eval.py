@@ -1,6 +1,7 @@
 """`interp eval`: tables, CSV / JSON, views, and one-line errors with exit status 2."""
 
 import csv
+import functools
 import io
 import json
 import math
@@ -8,13 +9,18 @@ import math
 import pytest
 import torch
 
+from interp import tuning
 from interp.checkpoints import save_checkpoint
 from interp.cli import main
+from interp.evalset import EvalSet
+from interp.evaluate import adjusted_loss
 from interp.model import LinearTransformer
-from tests.helpers import run_cli
+from interp.run import Run
+from tests.helpers import run_cli, trained
 
 torch.set_num_threads(1)
 ETA = 1 / (31 + 25 / 3)  # the one-layer optimum on uniform:5 (von Oswald et al. 2023)
+LAM = [[2.0, 0.5, 0.0], [0.5, 1.0, 0.0], [0.0, 0.0, 0.5]]  # an input covariance Λ, x ~ N(0, Λ), d = 3
 
 
 @pytest.fixture
@@ -115,3 +121,42 @@ def test_missing_and_corrupt_checkpoints(tmp_path, capsys):
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip()
         assert str(path) in err and "\n" not in err
+
+
+@pytest.fixture
+def lam_run(tmp_path):
+    """A DIAG run trained on x ~ N(0, Λ) (d = 3, n = 8, 20 steps)."""
+    trained(tmp_path / "lam", "diag", "uniform:1", steps=20, d=3, n=8, batch=128, x_cov=LAM)
+    return tmp_path / "lam"
+
+
+@pytest.mark.slow
+def test_a_run_trained_on_x_cov_is_evaluated_on_it(lam_run, tmp_path, capsys, monkeypatch):
+    """A run trained on x ~ N(0, Λ): its row is interp.evaluate on EvalSet(x_cov=Λ), not on N(0, I), and GD-1 is
+    tuned on Λ, where the optimal step is tr Λ² / ((n + 1) tr Λ³ + (tr Λ + E σ²) tr Λ²) (Wishart moments
+    E XᵀX = nΛ, E (XᵀX)² = n(n + 1)Λ² + n tr(Λ) Λ; 1 / (n + d + 1 + E σ²) for Λ = I, von Oswald et al. 2023)."""
+    monkeypatch.setattr(tuning, "tune_all", functools.partial(tuning.tune_all, n_seq=5_000))  # 50 000: minutes
+    argv = ["eval", lam_run, "--n", "8", "--n-seq", "2000", "--baselines", "gd", "--json", tmp_path / "r.json"]
+    rc, out, err = run(argv, capsys)
+    assert rc == 0, err
+    data = json.loads((tmp_path / "r.json").read_text())
+    by = {r["name"]: r for r in data["rows"]}
+    model = Run(lam_run).load()[0]
+    on = lambda x_cov: EvalSet("uniform:1", d=3, n=8, n_seq=2000, seed=0, x_cov=x_cov)  # noqa: E731
+    assert by["lam"]["mean"] == pytest.approx(adjusted_loss(model, on(LAM)).mean, rel=1e-12)
+    assert by["lam"]["mean"] != pytest.approx(adjusted_loss(model, on(None)).mean, rel=1e-2)
+    assert data["x_cov"] == LAM and data["tuning"]["x_cov"] == LAM and "x ~ N(0, a full 3×3 matrix)" in out
+    tr = [torch.trace(torch.linalg.matrix_power(torch.tensor(LAM), k)).item() for k in range(4)]
+    eta = data["predictors"]["gd1"]["params"]["eta"]
+    assert eta == pytest.approx(tr[2] / (9 * tr[3] + (tr[1] + 1 / 3) * tr[2]), rel=0.15)  # 0.046; Λ = I: 0.081
+
+
+@pytest.mark.slow
+def test_runs_on_different_input_covariances_are_refused(lam_run, tmp_path, capsys):
+    trained(tmp_path / "eye", "diag", "uniform:1", steps=2, d=3, n=8, batch=16)
+    rc, _, err = run(["eval", lam_run, tmp_path / "eye", "--n", "8", "--no-baselines"], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert (
+        f"{lam_run} is trained on x ~ N(0, a full 3×3 matrix)" in err
+        and f"{tmp_path / 'eye'} is trained on x ~ N(0, I)" in err
+    )

@@ -10,8 +10,12 @@ import pytest
 import torch
 
 from interp.checkpoints import save_checkpoint
+from interp.evalset import EvalSet
+from interp.evaluate import adjusted_loss
 from interp.model import LinearTransformer
-from tests.helpers import run_cli
+from interp.probes import as_float64
+from interp.run import Run
+from tests.helpers import run_cli, trained
 
 OMEGA = [[-0.01, -0.002, -0.03, -0.001], [0.0, 0.0, -0.05, -0.0005]]
 
@@ -123,3 +127,22 @@ def test_probe_subprocess(ckpt, tmp_path):
         text=True,
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_a_run_trained_on_x_cov_is_probed_on_it(tmp_path, capsys):
+    """A run trained on x ~ N(0, Λ) is probed on such inputs: the ablation's base loss is the model's adjusted loss on
+    EvalSet(x_cov=Λ) of seed + 1 (not on N(0, I)), and the JSON records Λ beside the run's n."""
+    lam = [[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]]
+    trained(tmp_path / "lam", "diag", "uniform:1", steps=10, d=3, n=8, batch=64, x_cov=lam)
+    out = tmp_path / "p.json"
+    code, stdout, err = probe(
+        [tmp_path / "lam", "--n-seq", 300, "--fit-seq", 256, "--ablation-seq", 1000, "--out", out], capsys
+    )
+    assert code == 0, err
+    (rec,) = json.loads(out.read_text())["models"]
+    assert rec["x_cov"] == lam and rec["n"] == 8 and "x ~ N(0, diag:2,1,0.5)" in stdout
+    model = as_float64(Run(tmp_path / "lam").load()[0])
+    on = lambda x_cov: EvalSet("uniform:1", d=3, n=8, n_seq=1000, seed=1, x_cov=x_cov)  # noqa: E731
+    assert rec["ablation"]["base"] == pytest.approx(adjusted_loss(model, on(lam)).mean, rel=1e-9)
+    assert rec["ablation"]["base"] != pytest.approx(adjusted_loss(model, on(None)).mean, rel=1e-2)

@@ -269,3 +269,39 @@ def test_report_on_a_d5_model(tmp_path):
     assert model_row["paper"] is None and math.isfinite(model_row["mean"])
     loss_panel = figures.loss_vs_layers(data).figure
     assert list(loss_panel.layout.xaxis.tickvals) == list(range(1, 8))  # Table 1's depths when no model is deeper
+
+
+def test_report_on_a_run_trained_on_x_cov(tmp_path, monkeypatch):
+    """A run trained on x ~ N(0, Λ): its record and its prior's baselines are measured on N(0, Λ) (the same numbers as
+    per_layer_loss / evaluate on EvalSet(x_cov=Λ)), the summary says so; a run of the same prior on N(0, I) beside it
+    is refused, as runs of another task size are (one set of baselines per prior)."""
+    import functools
+
+    from interp import tuning
+    from interp.baselines import Bayes
+    from interp.checkpoints import CheckpointError
+    from interp.evalset import EvalSet
+    from interp.evaluate import evaluate, per_layer_loss
+    from interp.report import summary_rows
+    from interp.report.data import Settings, gather
+    from interp.run import Run
+    from tests.helpers import trained
+
+    lam = [[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]]
+    trained(tmp_path / "lam", "diag", "uniform:1", steps=10, d=3, n=8, batch=64, x_cov=lam)
+    trained(tmp_path / "eye", "diag", "uniform:1", steps=2, d=3, n=8, batch=16)
+    with pytest.raises(CheckpointError) as err:
+        gather([tmp_path / "lam", tmp_path / "eye"], Settings.quick(), with_drift=False)
+    assert "lam: d=3, n=8, x ~ N(0, diag:2,1,0.5), eye: d=3, n=8, x ~ N(0, I)" in str(err.value)
+    monkeypatch.setattr(tuning, "tune_all", functools.partial(tuning.tune_all, n_seq=2_000))  # 50 000: minutes
+    data = gather([tmp_path / "lam"], Settings.quick(), use_cache=False, with_drift=False)
+    on = EvalSet("uniform:1", d=3, n=8, n_seq=Settings.quick().n_seq, seed=0, x_cov=lam)
+    model = Run(tmp_path / "lam").load()[0]
+    assert data.records["lam"].loss.mean == pytest.approx(per_layer_loss(model, on)[-1].mean, rel=1e-12)
+    base = data.baselines["uniform:1"]
+    assert base.x_cov == lam and set(base.paper.values()) == {None}
+    assert base.loss["bayes"].mean == pytest.approx(evaluate({"b": Bayes("uniform:1")}, on)["b"].mean, rel=1e-12)
+    assert {r["what"] for r in summary_rows(data)} >= {
+        "DIAG L=1, x ~ N(0, diag:2,1,0.5)",
+        "baseline, x ~ N(0, diag:2,1,0.5)",
+    }
