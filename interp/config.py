@@ -122,6 +122,11 @@ def describe_covariance(cov: Matrix | None) -> str:
     return f"a full {len(cov)}×{len(cov)} matrix"
 
 
+def inputs_suffix(cov: Matrix | None) -> str:
+    """', x ~ N(0, Λ)' to append to a description of sequences whose inputs have covariance Λ; '' for I."""
+    return "" if cov is None else f", x ~ N(0, {describe_covariance(cov)})"
+
+
 def check_device(device: str) -> str:
     """`device` if torch can use it on this machine, else ValueError naming it (no allocation is tried)."""
     try:

@@ -105,11 +105,11 @@ def picked(records: list) -> list:
 
 def print_table(doc: dict) -> None:
     """One row per (checkpoint, layer) for the first, middle and last checkpoints, then one loss line each."""
-    from interp.config import describe_covariance
+    from interp.config import inputs_suffix
     from interp.probes.drift import DriftRecord
 
     recs = [DriftRecord.from_json(r) for r in doc["checkpoints"]]
-    inputs = "" if doc.get("x_cov") is None else f", x ~ N(0, {describe_covariance(doc['x_cov'])})"
+    inputs = inputs_suffix(doc.get("x_cov"))
     print(
         f"{doc['run_dir']}: {doc['param'].upper()} L={doc['n_layers']} H={doc['n_heads']}, {len(recs)} checkpoints, "
         f"{doc['noise']}{inputs}; losses on {doc['eval_seq']} sequences, fits on {doc['fit_seq']}"

@@ -178,7 +178,7 @@ def _render(header: list[str], rows: list[list[str]]) -> str:
 def cmd_eval(args) -> int:
     import torch
 
-    from interp.config import describe_covariance
+    from interp.config import describe_covariance, inputs_suffix
     from interp.evalset import EvalSet
     from interp.evaluate import evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile
     from interp.tuning import baselines as make_baselines
@@ -234,8 +234,8 @@ def cmd_eval(args) -> int:
     if names:
         if not is_cached(noise, d, args.n, gd_steps, x_cov):
             print(
-                f"interp eval: tuning baselines for {noise}{_inputs(x_cov)} (d={d}, n={args.n}; not in the shipped "
-                "cache, about half a minute)",
+                f"interp eval: tuning baselines for {noise}{inputs_suffix(x_cov)} (d={d}, n={args.n}; not in the "
+                "shipped cache, about half a minute)",
                 file=sys.stderr,
             )
         base = make_baselines(noise, d, args.n, gd_steps=gd_steps, names=names, x_cov=x_cov)
@@ -291,15 +291,8 @@ def cmd_eval(args) -> int:
         )
         _write(args.json, json.dumps(payload, indent=1, default=_json_default) + "\n")
     if "-" not in (args.csv, args.json):
-        print(_terminal(args.view, rows, meta, noise + _inputs(x_cov), d, args, sigmas))
+        print(_terminal(args.view, rows, meta, noise + inputs_suffix(x_cov), d, args, sigmas))
     return 0
-
-
-def _inputs(x_cov: Matrix | None) -> str:
-    """', x ~ N(0, Λ)' naming a run's input covariance; '' for I."""
-    from interp.config import describe_covariance
-
-    return "" if x_cov is None else f", x ~ N(0, {describe_covariance(x_cov)})"
 
 
 def _label(path: str, all_paths: list[str]) -> str:

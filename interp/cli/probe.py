@@ -121,10 +121,10 @@ def _f(x, fmt: str = ".3g") -> str:
 
 def print_table(path: str, step, rec, x_cov=None) -> None:
     """One row per layer l = 1..L of a ProbeResult (its sequences' inputs x ~ N(0, x_cov); None: I)."""
-    from interp.config import describe_covariance
+    from interp.config import inputs_suffix
 
     L = rec.n_layers
-    inputs = "" if x_cov is None else f", x ~ N(0, {describe_covariance(x_cov)})"
+    inputs = inputs_suffix(x_cov)
     print(
         f"\n{path}: {rec.param.upper()} L={L} H={rec.n_heads} step {step}, {rec.n_seq} sequences of {rec.noise}{inputs}"
     )

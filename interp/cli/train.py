@@ -239,7 +239,7 @@ SUMMARY_SEED = 12_345  # the end-of-run evaluation sequences (fresh: training ne
 
 
 def _print_train_summary(result) -> None:
-    from interp.config import describe_covariance
+    from interp.config import inputs_suffix
     from interp.evalset import EvalSet
     from interp.evaluate import adjusted_loss
     from interp.run import Run
@@ -247,7 +247,7 @@ def _print_train_summary(result) -> None:
     cfg = Run(result.run_dir).config()
     data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=10_000, seed=SUMMARY_SEED, x_cov=cfg.x_cov)
     est = adjusted_loss(result.model.cpu(), data)
-    inputs = "" if cfg.x_cov is None else f", x ~ N(0, {describe_covariance(cfg.x_cov)})"
+    inputs = inputs_suffix(cfg.x_cov)
     print(
         f"run {result.run_dir}: {cfg.model.param.upper()} L={cfg.model.n_layers} on {cfg.noise}{inputs}, "
         f"{result.step} steps, final train ½·MSE {result.loss:.4f}"

@@ -11,7 +11,7 @@ import plotly
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from interp.config import describe_covariance
+from interp.config import inputs_suffix
 from interp.evaluate import paper_value
 from interp.report.data import BASELINES, ReportData
 from interp.report.figures import Panel, interp_panels, paper_panels, trajectory_panels
@@ -73,7 +73,7 @@ def summary_rows(data: ReportData) -> list[dict]:
                 kind="model",
                 name=e.label,
                 arch=e.arch,
-                what=f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}" + _inputs(e.x_cov),
+                what=f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}" + inputs_suffix(e.x_cov),
                 noise=e.noise,
                 step=e.step,
                 total=e.total_steps,
@@ -94,7 +94,7 @@ def summary_rows(data: ReportData) -> list[dict]:
                         kind="baseline",
                         name=BASELINE_STYLE[b][0],
                         arch=b,
-                        what="baseline" + _inputs(base.x_cov),
+                        what="baseline" + inputs_suffix(base.x_cov),
                         noise=prior,
                         step=None,
                         total=None,
@@ -107,11 +107,6 @@ def summary_rows(data: ReportData) -> list[dict]:
                     )
                 )
     return rows
-
-
-def _inputs(x_cov) -> str:
-    """', x ~ N(0, Λ)' for a model or baselines on a run's input covariance Λ; '' for I."""
-    return "" if x_cov is None else f", x ~ N(0, {describe_covariance(x_cov)})"
 
 
 def _ratio(row: dict) -> str:
