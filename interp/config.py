@@ -241,6 +241,10 @@ class TrainConfig:
     init_noise: float = 0.0  # std of the perturbation added to an `init` model
     device: str = "cpu"
     x_cov: Matrix | None = None  # x_i, x_t ~ N(0, Λ) with Λ = x_cov (Zhang, Frei & Bartlett 2024); None: I_d
+    # Fraction of each batch drawn at stress_scale times the size (importance-weighted, interp.tasks.stressed_tasks):
+    # a deep FULL model then meets the rare large-XᵀX contexts its iteration diverges on. None: the preset's.
+    stress: float | None = None
+    stress_scale: float = 1.25
 
     def __post_init__(self) -> None:
         _check_fields(self)
@@ -261,6 +265,10 @@ class TrainConfig:
             _check_range("steps", self.steps, 1, MAX_STEPS)
         if self.lr is not None and not 0 < self.lr <= 1e3:
             raise ValueError(f"lr must be in (0, 1000], got {self.lr}")
+        if self.stress is not None and not 0 <= self.stress < 1:
+            raise ValueError(f"stress must be in [0, 1), got {self.stress}")
+        if not 1 < self.stress_scale <= 4:
+            raise ValueError(f"stress_scale must be in (1, 4], got {self.stress_scale}")
         if self.clip is not None and not self.clip > 0:
             raise ValueError(f"clip must be > 0 or null, got {self.clip}")
         elements = self.batch * (self.n + 1) * self.model.d_model
@@ -284,6 +292,7 @@ class TrainConfig:
             raise ValueError("train config has no 'model'")
         data = dict(data)
         data["model"] = ModelConfig.from_dict(data["model"])
+        data.setdefault("stress", 0.0)  # written before the field existed: trained without it
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:

@@ -53,6 +53,8 @@ OPTIONS = {
     "device": "device",
     "guard": "guard",
     "x_cov": "x_cov",
+    "stress": "stress",
+    "stress_scale": "stress_scale",
 }
 
 

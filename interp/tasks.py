@@ -8,6 +8,7 @@ Noise priors are given as the CLI's string specs:
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 
@@ -139,12 +140,14 @@ class TaskBatch:
         return self.tokens.shape[0]
 
 
-def _gaussian(shape: tuple[int, ...], cov: Tensor | None, generator, dtype, device) -> Tensor:
+def _gaussian(shape: tuple[int, ...], cov: Tensor | None, generator, dtype, device, norm: bool = False):
+    """(a draw of N(0, cov) of `shape`, with `norm` the squared norm [shape[0]] of its standard-normal source)."""
     z = torch.randn(*shape, generator=generator, dtype=dtype, device=device)
+    z2 = z.double().pow(2).flatten(1).sum(1) if norm else None
     if cov is None:
-        return z
+        return z, z2
     chol = torch.linalg.cholesky(torch.as_tensor(cov, dtype=torch.float64)).to(dtype=dtype, device=device)
-    return z @ chol.T
+    return z @ chol.T, z2
 
 
 def _check_sizes(batch: int, d: int, n: int) -> None:
@@ -181,22 +184,64 @@ def sample_tasks(
     Covariances default to I_d; `query_cov` defaults to `x_cov` (set it apart for query shift).
     `sigma` overrides the prior with given per-sequence stds [batch] (per-σ profiles).
     """
+    return _sample(batch, d, n, noise, generator, x_cov, query_cov, w_cov, sigma, None, dtype, device)[0]
+
+
+def _sample(batch, d, n, noise, generator, x_cov, query_cov, w_cov, sigma, scale, dtype, device):
+    """(sample_tasks' batch, None); with `scale` [batch]: x_i, x_t and ξ_i multiplied by it, and the squared norm
+    |z|² [batch] of the standard normals x, x_t and ξ were drawn from, before scaling, in place of None."""
     prior = as_prior(noise)
     _check_sizes(batch, d, n)
     if generator is None:
         generator = torch.Generator(device=device).manual_seed(0)
-    w = _gaussian((batch, d), w_cov, generator, dtype, device)
-    x = _gaussian((batch, n, d), x_cov, generator, dtype, device)
-    x_t = _gaussian((batch, d), x_cov if query_cov is None else query_cov, generator, dtype, device)
+    w, _ = _gaussian((batch, d), w_cov, generator, dtype, device)
+    norm = scale is not None
+    x, zx2 = _gaussian((batch, n, d), x_cov, generator, dtype, device, norm)
+    x_t, zt2 = _gaussian((batch, d), x_cov if query_cov is None else query_cov, generator, dtype, device, norm)
     if sigma is None:
         sigma = prior.sample(batch, generator, dtype=dtype, device=device)
     else:
         sigma = torch.as_tensor(sigma, dtype=dtype, device=device).expand(batch).clone()
     xi = torch.randn(batch, n, generator=generator, dtype=dtype, device=device)
+    z2 = None
+    if scale is not None:
+        z2 = zx2 + zt2 + xi.double().pow(2).sum(1)
+        x, x_t, xi = x * scale[:, None, None], x_t * scale[:, None], xi * scale[:, None]
     y = torch.einsum("bnd,bd->bn", x, w) + sigma[:, None] * xi
     target = torch.einsum("bd,bd->b", x_t, w)
     tokens = torch.zeros(batch, n + 1, d + 1, dtype=dtype, device=device)
     tokens[:, :n, :d] = x
     tokens[:, :n, d] = y
     tokens[:, n, :d] = x_t
-    return TaskBatch(tokens, target, sigma, w)
+    return TaskBatch(tokens, target, sigma, w), z2
+
+
+def stressed_tasks(
+    batch: int,
+    d: int,
+    n: int,
+    noise: "str | NoisePrior",
+    generator: torch.Generator,
+    *,
+    frac: float,
+    scale: float,
+    x_cov: Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> tuple[TaskBatch, Tensor]:
+    """`batch` sequences from the stressed proposal q = (1 − frac)·p + frac·p_c, and their importance weights p/q.
+
+    p is sample_tasks' distribution; p_c draws the same w and σ_τ but x_i, x_t and ξ_i at `scale` times their
+    size, so XᵀX's spectrum reaches c² times further out (the rare contexts on which a deep model's
+    iteration diverges). With z the (n+1)·d + n standard normals behind x, x_t and ξ (D of them),
+    p_c(z)/p(z) = c^(−D)·exp(½|z|²(1 − 1/c²)); weights [batch] (float64) make E_q[weight·f] = E_p[f] for any f.
+    """
+    pick = torch.rand(batch, generator=generator, device=device) < frac
+    one = torch.ones(batch, dtype=torch.float64, device=device)
+    c = torch.where(pick, one * scale, one)
+    tasks, z2 = _sample(batch, d, n, noise, generator, x_cov, None, None, None, c.to(dtype), dtype, device)
+    dims = (n + 1) * d + n
+    z2 = z2 * c**2  # |z|² of the drawn (scaled) sequence
+    log_ratio = -dims * math.log(scale) + 0.5 * z2 * (1 - 1 / scale**2)  # log p_c(z) / p(z)
+    weight = 1.0 / ((1 - frac) + frac * torch.exp(log_ratio.clamp(max=700.0)))
+    return tasks, weight

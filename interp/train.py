@@ -19,7 +19,7 @@ from interp import checkpoints as ck
 from interp.config import TrainConfig, check_device
 from interp.model import LinearTransformer
 from interp.run import Run
-from interp.tasks import as_prior, sample_tasks
+from interp.tasks import as_prior, sample_tasks, stressed_tasks
 
 # Peak learning rate of the fast one-cycle preset by depth: the stable peak falls with depth
 # (measured with a prototype: 2 layers at 1e-2 fine, 4 layers diverged at 5e-3 but trained at 2e-3).
@@ -46,10 +46,12 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     """Fill steps / lr / schedule from the preset where they were left at None."""
     L = cfg.model.n_layers
     if cfg.preset == "paper":
-        defaults = dict(steps=200_000, lr=1e-4, schedule="constant")
+        defaults = dict(steps=200_000, lr=1e-4, schedule="constant", stress=0.0)
     elif cfg.preset == "fast":
         table = FAST_PEAK_LR if cfg.model.param == "full" else FAST_PEAK_LR_DIAG
-        defaults = dict(steps=FAST_STEPS_PER_LAYER * max(L, 1), lr=table.get(L, table[6]), schedule="onecycle")
+        defaults = dict(
+            steps=FAST_STEPS_PER_LAYER * max(L, 1), lr=table.get(L, table[6]), schedule="onecycle", stress=0.0
+        )
     else:
         raise ValueError(f"unknown preset {cfg.preset!r} (fast or paper)")
     fill = {k: v for k, v in defaults.items() if getattr(cfg, k) is None}
@@ -108,16 +110,36 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
     is not finite is left out of that batch (the loss is still divided by the full batch size), and one
     above GUARD_CAP·d enters through `robust_half_se`; every other sequence keeps exactly its ½·error².
     """
-    batch = sample_tasks(
-        cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, x_cov=cfg.x_cov, dtype=cfg.model.torch_dtype, device=cfg.device
-    )
+    dtype, weight = cfg.model.torch_dtype, None
+    if cfg.stress:
+        batch, weight = stressed_tasks(
+            cfg.batch,
+            cfg.model.d,
+            cfg.n,
+            cfg.noise,
+            gen,
+            frac=cfg.stress,
+            scale=cfg.stress_scale,
+            x_cov=cfg.x_cov,
+            dtype=dtype,
+            device=cfg.device,
+        )
+        weight = weight.to(dtype)
+    else:
+        batch = sample_tasks(
+            cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, x_cov=cfg.x_cov, dtype=dtype, device=cfg.device
+        )
     per_seq = 0.5 * (model(batch.tokens) - batch.target) ** 2
+    if weight is not None:
+        per_seq = per_seq * weight  # importance weight p/q: the batch still estimates E_p[½·error²]
     if cfg.guard == "none":
         return per_seq.mean(), 0
     finite = torch.isfinite(per_seq.detach())
     kept = int(finite.sum())
     if 0 < kept < cfg.batch:
         per_seq = 0.5 * (model(batch.tokens[finite]) - batch.target[finite]) ** 2
+        if weight is not None:
+            per_seq = per_seq * weight[finite]
     elif kept == 0:
         return per_seq.mean(), cfg.batch
     return robust_half_se(per_seq, GUARD_CAP * cfg.model.d).sum() / cfg.batch, cfg.batch - kept

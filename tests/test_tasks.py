@@ -83,3 +83,47 @@ def test_sample_tasks_seeded_and_covariance():
     )
     assert q.x_query.var(0).mean().item() == pytest.approx(1.0, rel=0.03)
     assert math.isclose(q.x.var().item(), a.x.var().item(), rel_tol=1e-12)
+
+
+def test_stressed_tasks_weights_are_p_over_q():
+    """The weights equal p/q computed independently from Gaussian log-densities of x, x_t and the noise ξ."""
+    from torch.distributions import MultivariateNormal, Normal
+
+    from interp.tasks import stressed_tasks
+
+    cov = torch.tensor([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 0.7]], dtype=torch.float64)
+    frac, c = 0.3, 1.4
+    b, weight = stressed_tasks(
+        2000, 3, 6, "fixed:1", torch.Generator().manual_seed(1), frac=frac, scale=c, x_cov=cov, dtype=torch.float64
+    )
+    xi = b.y - torch.einsum("bnd,bd->bn", b.x, b.w)  # σ = 1
+    inputs = torch.cat([b.x, b.x_query[:, None]], dim=1)
+
+    def log_density(s):
+        xs = MultivariateNormal(torch.zeros(3, dtype=torch.float64), s**2 * cov).log_prob(inputs).sum(1)
+        scale = torch.tensor(s, dtype=torch.float64)
+        return xs + Normal(torch.zeros((), dtype=torch.float64), scale).log_prob(xi).sum(1)
+
+    ratio = torch.exp(log_density(c) - log_density(1.0))
+    torch.testing.assert_close(weight, 1 / ((1 - frac) + frac * ratio), rtol=1e-9, atol=0)
+
+
+def test_stressed_tasks_estimate_the_same_expectations():
+    """E_q[weight] = 1 and E_q[weight · ½y_t²] = E_p[½y_t²] = ½·tr(Λ), within 4 standard errors."""
+    from interp.tasks import stressed_tasks
+
+    cov = torch.diag(torch.tensor([3.0, 1.0, 0.5, 0.5], dtype=torch.float64))
+    b, weight = stressed_tasks(
+        200_000,
+        4,
+        20,
+        "uniform:5",
+        torch.Generator().manual_seed(2),
+        frac=0.125,
+        scale=1.25,
+        x_cov=cov,
+        dtype=torch.float64,
+    )
+    for f, want in ((torch.ones_like(weight), 1.0), (0.5 * b.target**2, 2.5)):
+        v = weight * f
+        assert abs(v.mean().item() - want) < 4 * v.std().item() / len(v) ** 0.5

@@ -108,6 +108,30 @@ def test_guard_drops_overflowing_sequences_and_compresses_blown_up_ones():
     assert n_none == 0 and not torch.isfinite(with_none)
 
 
+def test_stress_weights_each_sequence_by_p_over_q():
+    """With stress > 0 the batch comes from interp.tasks.stressed_tasks and each ½·error² is weighted by p/q;
+    stress 0 (the presets' value, and that of a config written before the field) draws sample_tasks' batch."""
+    from interp.tasks import sample_tasks, stressed_tasks
+    from interp.train import GUARD_CAP, _loss, robust_half_se
+
+    cfg = small_cfg(model=ModelConfig(d=3, n_layers=2), batch=512, stress=0.25, stress_scale=1.5)
+    model = interp.LinearTransformer(cfg.model, generator=torch.Generator().manual_seed(0))
+    batch, weight = stressed_tasks(512, 3, cfg.n, cfg.noise, torch.Generator().manual_seed(4), frac=0.25, scale=1.5)
+    want = robust_half_se(0.5 * (model(batch.tokens) - batch.target) ** 2 * weight.float(), GUARD_CAP * 3).sum() / 512
+    loss, dropped = _loss(model, cfg, torch.Generator().manual_seed(4))
+    assert dropped == 0 and loss.item() == pytest.approx(want.item(), rel=1e-6)
+    plain = resolve(dataclasses.replace(cfg, stress=None))
+    assert plain.stress == 0.0
+    batch = sample_tasks(512, 3, cfg.n, cfg.noise, torch.Generator().manual_seed(4))
+    want = (0.5 * (model(batch.tokens) - batch.target) ** 2).mean()
+    assert _loss(model, plain, torch.Generator().manual_seed(4))[0].item() == pytest.approx(want.item(), rel=1e-6)
+    old = {k: v for k, v in cfg.to_dict().items() if k != "stress"}
+    assert TrainConfig.from_dict(old).stress == 0.0
+    for bad in ({"stress": 1.0}, {"stress": -0.1}, {"stress_scale": 1.0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            dataclasses.replace(cfg, **bad)
+
+
 def test_init_from_diag_into_full(tmp_path):
     src = train(
         small_cfg(model=ModelConfig(d=3, n_layers=2, param="diag"), steps=20), tmp_path / "diag", progress=False

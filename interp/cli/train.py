@@ -94,6 +94,21 @@ def add_run_options(p, many: bool = False) -> None:
         "overflows, and log-compressed above 100·d; none: plain ½·MSE, stop on overflow",
     )
     opt(
+        "--stress",
+        type=positive_float("--stress", allow_zero=True),
+        metavar="FRAC",
+        help="fraction of each batch drawn with x, x_t and the noise --stress-scale times larger, importance-"
+        "weighted so the loss is unchanged in expectation: deep FULL models meet the rare large contexts they "
+        "diverge on (default from --preset)",
+    )
+    opt(
+        "--stress-scale",
+        type=positive_float("--stress-scale"),
+        default=1.25,
+        metavar="C",
+        help="scale of the stressed sequences (default 1.25)",
+    )
+    opt(
         "--checkpoints",
         type=positive_int("--checkpoints"),
         default=30,
@@ -145,6 +160,8 @@ RUN_OPTIONS = {
     "device": lambda c: c.device,
     "guard": lambda c: c.guard,
     "x-cov": lambda c: c.x_cov,
+    "stress": lambda c: c.stress,
+    "stress-scale": lambda c: c.stress_scale,
 }
 
 
