@@ -19,15 +19,30 @@ from interp.checkpoints import list_checkpoints, load
 from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses, paper_value
 from interp.run import Run
-from interp.train import is_complete, load_run_config
+from interp.train import GUARD_CAP, is_complete, load_run_config
 
 ZOO = Path(__file__).resolve().parent / "zoo"
 TRIM = 10  # the mean without this many worst sequences is printed beside the mean
+TAIL_SEED = 1  # the tail check's sequences: a second, larger evaluation set, disjoint from the first by seed
 
 
 def _num(v: float, spec: str = ".4f") -> str:
     """Fixed point for ordinary values, 3 significant digits for a blown-up model's (8.56e+23, not 24 digits)."""
     return f"{v:{spec}}" if abs(v) < 1e4 else f"{v:.3g}"
+
+
+def _tail(run: Path, cfg, n_seq: int) -> dict | None:
+    """Worst adjusted loss and the number of blow-ups (above 100·d) on `n_seq` sequences of a second evaluation set."""
+    if n_seq <= 0:
+        return None
+    data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=n_seq, seed=TAIL_SEED, x_cov=cfg.x_cov)
+    diff = adjusted_losses({"m": load(run)}, data)["m"]
+    blowups = int((diff > GUARD_CAP * cfg.model.d).sum())
+    return {"n_seq": n_seq, "seed": TAIL_SEED, "worst": diff.max().item(), "blowups": blowups}
+
+
+def _tail_cell(tail: dict | None) -> str:
+    return "–" if tail is None else f"{tail['worst']:.4g} ({tail['blowups']})"
 
 
 def runs(root: Path) -> list[Path]:
@@ -38,6 +53,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n-seq", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tail-seq", type=int, default=1_000_000, help="sequences of the tail check (0: skip it)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     rows, records = [], []
@@ -51,19 +67,20 @@ def main() -> int:
         if not done:
             rows.append(
                 f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} (running) | "
-                f"| | | `{command}` |"
+                f"| | | | | | `{command}` |"
             )
             continue
         data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=args.n_seq, seed=args.seed, x_cov=cfg.x_cov)
         diff = adjusted_losses({"m": load(run)}, data)["m"]  # per sequence
         est = LossEstimate.of(diff)
         trimmed = diff.sort().values[:-TRIM].mean().item()  # is the mean carried by a handful of sequences?
+        tail = _tail(run, cfg, args.tail_seq)
         paper = paper_value(cfg.model.param, cfg.noise, cfg.model.n_layers, cfg.model.d, cfg.n, cfg.x_cov)
         ratio = f" ({_num(est.mean / paper, '.2f')}x)" if paper else ""
         rows.append(
             f"| `{name}` | {cfg.model.param.upper()} | {cfg.model.n_layers} | `{cfg.noise}` | {step} | "
             f"{_num(est.mean)} ± {_num(est.stderr)}{' (*)' if est.dominated else ''} | {est.median:.4f} | "
-            f"{est.worst:.4g} | {trimmed:.4f} | "
+            f"{est.worst:.4g} | {trimmed:.4f} | {_tail_cell(tail)} | "
             f"{paper if paper is not None else '–'}{ratio} | `{command}` |"
         )
         records.append(
@@ -75,6 +92,7 @@ def main() -> int:
                 seed=cfg.seed,
                 steps=step,
                 adjusted=est.to_dict() | {f"mean_without_{TRIM}_worst": trimmed},
+                tail=tail,
                 paper=paper,
                 command=command,
             )
@@ -100,9 +118,13 @@ def main() -> int:
             f"Regenerate with `OMP_NUM_THREADS=1 python experiments/zoo_summary.py`.",
             "",
             f"| run | arch | L | prior | steps | adjusted loss | median per sequence | worst sequence "
-            f"| mean without the {TRIM} worst | paper | command |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            f"| mean without the {TRIM} worst | {args.tail_seq:,} more: worst (blow-ups) | paper | command |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
+            "",
+            f"Tail check: the worst adjusted loss over {args.tail_seq:,} further sequences (evaluation seed "
+            f"{TAIL_SEED}) and, in brackets, how many of them exceed 100·d (a blow-up: 1 000 for d = 10; trained "
+            "models' ordinary worst sequences stay below 150).",
             "",
             "(*) the mean is dominated by a few sequences on which the model blows up (its single worst "
             "sequence carries more than half the mean): a 4-layer linear transformer is a polynomial of degree "

@@ -1,0 +1,78 @@
+"""Are a model's tails tame? Mean, median, worst sequence and the mean without the 10 worst on the evaluation
+sequences of `interp table` (100 000, seed 0), then the worst sequence and the number of blow-ups on 10⁶ more.
+
+    OMP_NUM_THREADS=1 python experiments/tail_check.py RUN [RUN ...] [--out FILE.md]
+
+A blow-up is a sequence whose adjusted loss exceeds 100·d (interp.train.GUARD_CAP · d: 1 000 for d = 10), where
+trained models' ordinary worst sequences stay below 150. Each run is evaluated on its own training prior.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from interp.checkpoints import load
+from interp.evalset import EvalSet
+from interp.evaluate import LossEstimate, adjusted_losses
+from interp.train import GUARD_CAP, load_run_config
+
+TRIM = 10
+
+
+def check(run: Path, n_seq: int, tail_seq: int, tail_seed: int) -> dict:
+    cfg = load_run_config(run)
+    model = load(run)
+    sets = {
+        "eval": EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=n_seq, seed=0, x_cov=cfg.x_cov),
+        "tail": EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=tail_seq, seed=tail_seed, x_cov=cfg.x_cov),
+    }
+    diff = {name: adjusted_losses({"m": model}, data)["m"] for name, data in sets.items()}
+    est = LossEstimate.of(diff["eval"])
+    return dict(
+        cfg=cfg,
+        est=est,
+        trimmed=diff["eval"].sort().values[:-TRIM].mean().item(),
+        tail_mean=diff["tail"].mean().item(),
+        tail_worst=diff["tail"].max().item(),
+        blowups=int((diff["tail"] > GUARD_CAP * cfg.model.d).sum()),
+    )
+
+
+def num(v: float) -> str:
+    return f"{v:.4f}" if abs(v) < 1e4 else f"{v:.3g}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("--n-seq", type=int, default=100_000)
+    ap.add_argument("--tail-seq", type=int, default=1_000_000)
+    ap.add_argument("--tail-seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, help="also write the table here (markdown)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    lines = [
+        f"| run | stress | adjusted ({args.n_seq:,}) | median | worst | mean without {TRIM} worst "
+        f"| {args.tail_seq:,} more: mean | worst | blow-ups |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    print("\n".join(lines), flush=True)
+    for run in args.runs:
+        r = check(run, args.n_seq, args.tail_seq, args.tail_seed)
+        est = r["est"]
+        lines.append(
+            f"| `{run}` | {r['cfg'].stress} | {num(est.mean)} ± {num(est.stderr)} | {est.median:.4f} | "
+            f"{est.worst:.4g} | {r['trimmed']:.4f} | {num(r['tail_mean'])} | {r['tail_worst']:.4g} | {r['blowups']} |"
+        )
+        print(lines[-1], flush=True)
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
