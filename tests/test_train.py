@@ -42,6 +42,14 @@ def test_presets():
     assert (paper.steps, paper.lr, paper.schedule, paper.batch) == (200_000, 1e-4, "constant", 2048)
     assert learning_rate(fast, 800) == pytest.approx(2e-3)  # peak at the end of warm-up
     assert learning_rate(fast, 7999) < 1e-5
+    # the stressed proposal is on for FULL from 5 layers only, and never under the paper's preset
+    stress = {
+        (param, L): resolve(TrainConfig(model=ModelConfig(n_layers=L, param=param))).stress
+        for param in ("full", "diag", "gdpp")
+        for L in (4, 5, 7)
+    }
+    assert stress == {(p, L): 0.125 if (p, L) in (("full", 5), ("full", 7)) else 0.0 for p, L in stress}
+    assert resolve(TrainConfig(model=ModelConfig(n_layers=7), preset="paper")).stress == 0.0
 
 
 def test_training_learns_and_logs(tmp_path):
@@ -121,7 +129,7 @@ def test_stress_weights_each_sequence_by_p_over_q():
     loss, dropped = _loss(model, cfg, torch.Generator().manual_seed(4))
     assert dropped == 0 and loss.item() == pytest.approx(want.item(), rel=1e-6)
     plain = resolve(dataclasses.replace(cfg, stress=None))
-    assert plain.stress == 0.0
+    assert plain.stress == 0.0  # two layers: the preset leaves it off
     batch = sample_tasks(512, 3, cfg.n, cfg.noise, torch.Generator().manual_seed(4))
     want = (0.5 * (model(batch.tokens) - batch.target) ** 2).mean()
     assert _loss(model, plain, torch.Generator().manual_seed(4))[0].item() == pytest.approx(want.item(), rel=1e-6)
