@@ -73,7 +73,12 @@ def trajectory_metrics(run: Path, args) -> dict:
     path = CACHE / f"{run_name(run)}.json"
     if path.exists():
         doc = json.loads(path.read_text())
-        if doc.get("settings") == settings(args) and doc["checkpoints"][-1]["step"] == cfg.steps:
+        same_run = (doc.get("run_dir"), doc.get("seed"), doc.get("stress", 0.0)) == (
+            str(run.relative_to(ROOT.parent)),
+            cfg.seed,
+            cfg.stress,
+        )  # a cache is named by the run's directory name, which a different run may reuse
+        if same_run and doc.get("settings") == settings(args) and doc["checkpoints"][-1]["step"] == cfg.steps:
             return doc
     t0 = time.time()
     traj = load_trajectory(run)
@@ -87,6 +92,7 @@ def trajectory_metrics(run: Path, args) -> dict:
         "init": cfg.init,
         "init_noise": cfg.init_noise,
         "seed": cfg.seed,
+        "stress": cfg.stress,
         "settings": settings(args),
         **drift_trajectory(traj, data, per_layer_gap=not args.max_checkpoints),
     }
@@ -326,6 +332,13 @@ def main() -> None:
         default=None,
         help="only fill the per-run caches of these run names (e.g. to spread runs over processes), then exit",
     )
+    ap.add_argument(
+        "--runs",
+        nargs="+",
+        metavar="RUN",
+        default=None,
+        help="study only these run names (default: every complete run found)",
+    )
     args = ap.parse_args()
     if args.layers < 1:
         ap.error(f"--layers must be a positive integer, got {args.layers}")
@@ -334,6 +347,12 @@ def main() -> None:
     if not done:
         pattern = f"full{args.layers}_*"
         ap.error(f"no complete {args.layers}-layer FULL run under {ZOO} ({pattern}, seeds/{pattern}, drift/{pattern})")
+    if args.runs is not None:
+        unknown = set(args.runs) - {run_name(r) for r in done}
+        if unknown:
+            ap.error(f"--runs: no complete {args.layers}-layer FULL run named {', '.join(sorted(unknown))}")
+        done = [r for r in done if run_name(r) in args.runs]
+        pending = []
     for p in pending:
         print(f"[drift] skipping incomplete run {p}")
     if args.cache_only is not None:
