@@ -25,10 +25,10 @@ def test_tail_check_measures_on_the_run_prior_and_two_seeds(tmp_path):
     )
     run = tmp_path / "run"
     train(cfg, run, progress=False)
-    r = mod.check(run, n_seq=3000, tail_seq=5000, tail_seed=1)
+    r = mod.check(run, n_seq=3000, tail_seq=5000, tail_seed=7)
     model = load(run)
     want = adjusted_loss(model, EvalSet("categorical:1,3", d=3, n_seq=3000, seed=0))
     assert r["est"].mean == pytest.approx(want.mean, rel=1e-9) and r["est"].worst == pytest.approx(want.worst)
-    tail = adjusted_loss(model, EvalSet("categorical:1,3", d=3, n_seq=5000, seed=1))
+    tail = adjusted_loss(model, EvalSet("categorical:1,3", d=3, n_seq=5000, seed=7))
     assert r["tail_mean"] == pytest.approx(tail.mean, rel=1e-9) and r["tail_worst"] == pytest.approx(tail.worst)
     assert r["blowups"] == 0 and tail.worst < 100 * 3  # a one-layer model cannot blow up
