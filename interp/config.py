@@ -244,7 +244,7 @@ class TrainConfig:
     # Fraction of each batch drawn at stress_scale times the size (importance-weighted, interp.tasks.stressed_tasks):
     # a deep FULL model then meets the rare large-XᵀX contexts its iteration diverges on. None: the preset's.
     stress: float | None = None
-    stress_scale: float = 1.25
+    stress_scale: float = 1.4
 
     def __post_init__(self) -> None:
         _check_fields(self)

@@ -48,7 +48,7 @@ def test_presets():
         for param in ("full", "diag", "gdpp")
         for L in (4, 5, 7)
     }
-    assert stress == {(p, L): 0.125 if (p, L) in (("full", 5), ("full", 7)) else 0.0 for p, L in stress}
+    assert stress == {(p, L): 0.25 if (p, L) in (("full", 5), ("full", 7)) else 0.0 for p, L in stress}
     assert resolve(TrainConfig(model=ModelConfig(n_layers=7), preset="paper")).stress == 0.0
 
 

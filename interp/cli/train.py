@@ -104,9 +104,9 @@ def add_run_options(p, many: bool = False) -> None:
     opt(
         "--stress-scale",
         type=positive_float("--stress-scale"),
-        default=1.25,
+        default=1.4,
         metavar="C",
-        help="scale of the stressed sequences (default 1.25)",
+        help="scale of the stressed sequences (default 1.4)",
     )
     opt(
         "--checkpoints",
