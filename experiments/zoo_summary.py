@@ -17,7 +17,7 @@ import torch
 
 from interp.checkpoints import list_checkpoints, load
 from interp.evalset import EvalSet
-from interp.evaluate import LossEstimate, adjusted_losses, paper_value
+from interp.evaluate import LossEstimate, ScoredSet, adjusted_losses, paper_value
 from interp.run import Run
 from interp.train import GUARD_CAP, is_complete, load_run_config
 
@@ -31,11 +31,18 @@ def _num(v: float, spec: str = ".4f") -> str:
     return f"{v:{spec}}" if abs(v) < 1e4 else f"{v:.3g}"
 
 
+_TAIL_SETS: dict[EvalSet, ScoredSet] = {}  # the tail sequences and their oracle, drawn once per prior (~2 GB each)
+
+
 def _tail(run: Path, cfg, n_seq: int) -> dict | None:
     """Worst adjusted loss and the number of blow-ups (above 100·d) on `n_seq` sequences of a second evaluation set."""
     if n_seq <= 0:
         return None
     data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=n_seq, seed=TAIL_SEED, x_cov=cfg.x_cov)
+    if cfg.x_cov is None:
+        if data not in _TAIL_SETS:
+            _TAIL_SETS[data] = ScoredSet.of(data)
+        data = _TAIL_SETS[data]
     diff = adjusted_losses({"m": load(run)}, data)["m"]
     blowups = int((diff > GUARD_CAP * cfg.model.d).sum())
     return {"n_seq": n_seq, "seed": TAIL_SEED, "worst": diff.max().item(), "blowups": blowups}
@@ -103,15 +110,17 @@ def main() -> int:
             "# Model zoo",
             "",
             "Trained with `interp train` (fast preset: Adam, batch 2048, 2000×L steps, one-cycle lr, clip 1.0; "
-            f"one CPU thread). Each directory holds `{Run.CONFIG_FILE}`, `COMMAND`, `{Run.METRICS_FILE}`, the "
-            f"geometric trajectory `{Run.CKPT_DIR}/step_*.safetensors` and `{Run.RESUME_FILE}`. `drift/` holds the "
-            "extra FULL seeds and DIAG-started runs of the drift study; `seeds/` further seeds of the 5–7-layer "
-            "cells: the best seed where it is not the top-level run (Table 1 takes the best), and the 7-layer FULL "
-            "seeds of the drift study; `long/` the 7-layer FULL runs trained twice as long (`--steps 28000`, "
-            "`experiments/results/presets.md`); `failures/` a blown-up run kept out of the default report. The "
-            "default report (`interp report`) reads the top level only. Runs of `seeds/` and `long/` were trained "
-            "by `interp sweep` (`experiments/results/table1_cpu.md`), with the same config as the `interp train` "
-            "command shown.",
+            "FULL from 5 layers with the stressed proposal, `--stress`, README 'Tails'; one CPU thread). Each "
+            f"directory holds `{Run.CONFIG_FILE}`, `COMMAND`, `{Run.METRICS_FILE}`, the geometric trajectory "
+            f"`{Run.CKPT_DIR}/step_*.safetensors` and `{Run.RESUME_FILE}`. The top level is the default report's "
+            "(`interp report`): one model per cell, the best seed. `seeds/` holds runs trained before the stressed "
+            "proposal existed: the former top-level FULL-5, -6 and -7 models (the 7-layer probes and drift study of "
+            "`experiments/results/` read them), the best preset seed where it differs from those, and the 7-layer FULL "
+            "seeds of the drift study. `drift/` holds the extra FULL seeds and DIAG-started runs of the drift study; "
+            "`long/` the 7-layer FULL runs trained longer (`--steps`, `experiments/results/presets.md`); `failures/` "
+            "a blown-up run kept out of the default report. Runs of `seeds/` and `long/` and the FULL-5 and FULL-6 "
+            "models were trained by `interp sweep` (`experiments/results/table1_cpu.md`), with the same config as "
+            "the `interp train` command shown.",
             "",
             f"Adjusted loss: ½·MSE minus the oracle ridge's, {args.n_seq:,} sequences of the training prior, "
             f"evaluation seed {args.seed}, ± one standard error; paper: Table 1 (best of 5 seeds, 200 000 steps). "
