@@ -13,17 +13,17 @@ import json
 import sys
 from pathlib import Path
 
+import tail_check  # experiments/tail_check.py, beside this script
 import torch
 
 from interp.checkpoints import list_checkpoints, load
 from interp.evalset import EvalSet
-from interp.evaluate import LossEstimate, ScoredSet, adjusted_losses, paper_value
+from interp.evaluate import LossEstimate, adjusted_losses, paper_value
 from interp.run import Run
-from interp.train import GUARD_CAP, is_complete, load_run_config
+from interp.train import is_complete, load_run_config
 
 ZOO = Path(__file__).resolve().parent / "zoo"
 TRIM = 10  # the mean without this many worst sequences is printed beside the mean
-TAIL_SEED = 7  # the tail check's sequences: a second, larger evaluation set, disjoint from the first by seed
 
 
 def _num(v: float, spec: str = ".4f") -> str:
@@ -31,21 +31,9 @@ def _num(v: float, spec: str = ".4f") -> str:
     return f"{v:{spec}}" if abs(v) < 1e4 else f"{v:.3g}"
 
 
-_TAIL_SETS: dict[EvalSet, ScoredSet] = {}  # the tail sequences and their oracle, drawn once per prior (~2 GB each)
-
-
 def _tail(run: Path, cfg, n_seq: int) -> dict | None:
-    """Worst adjusted loss and the number of blow-ups (above 100·d) on `n_seq` sequences of a second evaluation set."""
-    if n_seq <= 0:
-        return None
-    data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=n_seq, seed=TAIL_SEED, x_cov=cfg.x_cov)
-    if cfg.x_cov is None:
-        if data not in _TAIL_SETS:
-            _TAIL_SETS[data] = ScoredSet.of(data)
-        data = _TAIL_SETS[data]
-    diff = adjusted_losses({"m": load(run)}, data)["m"]
-    blowups = int((diff > GUARD_CAP * cfg.model.d).sum())
-    return {"n_seq": n_seq, "seed": TAIL_SEED, "worst": diff.max().item(), "blowups": blowups}
+    """The tail check of experiments/tail_check.py: worst and blow-ups on `n_seq` further sequences."""
+    return tail_check.tail(load(run), cfg, n_seq) if n_seq > 0 else None
 
 
 def _tail_cell(tail: dict | None) -> str:
@@ -132,8 +120,8 @@ def main() -> int:
             *rows,
             "",
             f"Tail check: the worst adjusted loss over {args.tail_seq:,} further sequences (evaluation seed "
-            f"{TAIL_SEED}) and, in brackets, how many of them exceed 100·d (a blow-up: 1 000 for d = 10; trained "
-            "models' ordinary worst sequences stay below 150).",
+            f"{tail_check.TAIL_SEED}) and, in brackets, how many of them exceed 100·d (a blow-up: 1 000 for d = 10; "
+            "trained models' ordinary worst sequences stay below 150).",
             "",
             "(*) the mean is dominated by a few sequences on which the model blows up (its single worst "
             "sequence carries more than half the mean): a 4-layer linear transformer is a polynomial of degree "

@@ -138,17 +138,18 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
         batch = sample_tasks(
             cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, x_cov=cfg.x_cov, dtype=dtype, device=cfg.device
         )
-    per_seq = 0.5 * (model(batch.tokens) - batch.target) ** 2
-    if weight is not None:
-        per_seq = per_seq * weight  # importance weight p/q: the batch still estimates E_p[½·error²]
+
+    def half_se(keep=slice(None)):
+        per = 0.5 * (model(batch.tokens[keep]) - batch.target[keep]) ** 2
+        return per if weight is None else per * weight[keep]  # p/q: the batch still estimates E_p[½·error²]
+
+    per_seq = half_se()
     if cfg.guard == "none":
         return per_seq.mean(), 0
     finite = torch.isfinite(per_seq.detach())
     kept = int(finite.sum())
     if 0 < kept < cfg.batch:
-        per_seq = 0.5 * (model(batch.tokens[finite]) - batch.target[finite]) ** 2
-        if weight is not None:
-            per_seq = per_seq * weight[finite]
+        per_seq = half_se(finite)
     elif kept == 0:
         return per_seq.mean(), cfg.batch
     return robust_half_se(per_seq, GUARD_CAP * cfg.model.d).sum() / cfg.batch, cfg.batch - kept
