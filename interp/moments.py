@@ -17,9 +17,12 @@ Parameters keep their true shapes: padding exists only inside this module.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from interp import kernel
 
 
 def padded_width(width: int) -> int:
@@ -72,7 +75,10 @@ class MomentRecursion(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, S0, q0, W1, W2, kind: str, width: int, save: bool):
+    def forward(ctx, S0, q0, W1, W2, kind: str, width: int | None, save: bool):
+        ctx.on_kernel = width is None
+        if ctx.on_kernel:
+            return _kernel_forward(ctx, S0, q0, W1, W2, kind, save)
         B, D, _ = S0.shape
         d, Dp = D - 1, width
         L = W1.shape[0]
@@ -133,6 +139,8 @@ class MomentRecursion(torch.autograd.Function):
     def backward(ctx, gy):
         if ctx.ws is None:
             raise RuntimeError("the moment path supports one backward per forward (no retain_graph)")
+        if ctx.on_kernel:
+            return _kernel_backward(ctx, gy)
         kind, D, ws, a_y = ctx.kind, ctx.D, ctx.ws, ctx.a_y
         Ss, Ns = ws["S"], ws["N"]
         L, B, Dp, _ = Ss.shape
@@ -197,8 +205,57 @@ class MomentRecursion(torch.autograd.Function):
         ctx.ws = None
         if kind == "full":
             return dS0, dq0, dP[..., :D, :D], dQ[..., :D, :D], None, None, None
-        dw = torch.stack([dOm[:, :d, :d].sum((1, 2)), dOm[:, :d, d].sum(1), dOm[:, d, :d].sum(1), dOm[:, d, d]], 1)
-        return dS0, dq0, dw, None, None, None, None
+        return dS0, dq0, _omega_grad(dOm, d), None, None, None, None
+
+
+def _omega_grad(dOm: Float[Tensor, "L w w"], d: int) -> Float[Tensor, "L 4"]:
+    """∂/∂(ω_xx, ω_xy, ω_yx, ω_yy) from ∂/∂Ω (the block sums of omega_matrix)."""
+    return torch.stack([dOm[:, :d, :d].sum((1, 2)), dOm[:, :d, d].sum(1), dOm[:, d, :d].sum(1), dOm[:, d, d]], 1)
+
+
+def _kernel_forward(ctx, S0, q0, W1, W2, kind: str, save: bool) -> Tensor:
+    """MomentRecursion.forward on the fused CPU kernel (interp.kernel): Ŝ of width D + 1 in rows of `ld` lanes.
+
+    Only the inputs are kept for the backward, which recomputes each sequence's layers in cache.
+    """
+    B, D, _ = S0.shape
+    d, W, full = D - 1, D + 1, kind == "full"
+    ld = kernel.row_length(W)
+
+    def pad(M: Tensor) -> Tensor:  # [..., r, c] → [..., W, ld], zeros beyond
+        return F.pad(M, (0, ld - M.shape[-1], 0, W - M.shape[-2])).contiguous()
+
+    if full:
+        t = {"P": pad(W1), "Q": pad(W2), "Pt": pad(W1.mT)}
+    else:
+        Om = omega_matrix(W1, d, W)
+        t = {"P": pad(Om), "Q": pad(Om.mT)}
+    t.update(S0=S0.contiguous(), q0=q0.contiguous(), y=S0.new_empty(B))
+    kernel.call(full, ld, W1.shape[0], W1.shape[1] if full else 1, t, None)
+    if save:
+        ctx.kind, ctx.D, ctx.ld, ctx.L, ctx.ws, ctx.t = kind, D, ld, W1.shape[0], True, t
+    return t["y"]
+
+
+def _kernel_backward(ctx, gy: Tensor) -> tuple:
+    """MomentRecursion.backward on the fused CPU kernel: each thread sums its sequences' parameter gradients."""
+    t, D, ld, L, full = ctx.t, ctx.D, ctx.ld, ctx.L, ctx.kind == "full"
+    B, W = gy.shape[0], D + 1
+    H = t["P"].shape[1] if full else 1
+    shape = (L, H, W, ld) if full else (L, W, ld)
+    n = kernel.threads(B)
+    parts = [{"dP": gy.new_zeros(shape), "dQt": gy.new_zeros(shape) if full else None} for _ in range(n)]
+    need_input = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+    G0 = gy.new_empty(B, W, ld) if need_input else None
+    kernel.call(full, ld, L, H, {**t, "gy": gy.contiguous(), "G0": G0}, parts)
+    ctx.ws = ctx.t = None
+    dS0 = 0.5 * G0[:, :D, :D] if ctx.needs_input_grad[0] else None
+    dq0 = G0[:, :D, D].clone() if ctx.needs_input_grad[1] else None
+    dP = sum(p["dP"] for p in parts)
+    if full:
+        dQ = sum(p["dQt"] for p in parts)[..., :D, :D].mT
+        return dS0, dq0, dP[..., :D, :D], dQ, None, None, None
+    return dS0, dq0, _omega_grad(dP[..., :W].mT, D - 1), None, None, None, None
 
 
 def omega_matrix(omegas: Float[Tensor, "L 4"], d: int, width: int) -> Float[Tensor, "L width width"]:
@@ -211,12 +268,27 @@ def omega_matrix(omegas: Float[Tensor, "L 4"], d: int, width: int) -> Float[Tens
     return z
 
 
-def predict(model, tokens: Float[Tensor, "batch pos D"], width: int | None = None) -> Float[Tensor, "batch"]:
-    """ŷ of a LinearTransformer without hooks; `width` overrides the padded width of Ŝ (≥ d + 2)."""
+def predict(
+    model, tokens: Float[Tensor, "batch pos D"], width: int | None = None, backend: str = "auto"
+) -> Float[Tensor, "batch"]:
+    """ŷ of a LinearTransformer without hooks.
+
+    backend: "kernel" (the fused CPU kernel, interp.kernel), "torch" (batched torch products, any device) or
+    "auto" (the kernel where it supports the tensors, else torch). `width` (torch backend only) overrides the
+    padded width of Ŝ (≥ d + 2).
+    """
     cfg = model.cfg
     D = cfg.d_model
-    width = padded_width(D + 1) if width is None else width
-    if width < D + 1:
+    if backend not in ("auto", "kernel", "torch"):
+        raise ValueError(f"backend must be auto, kernel or torch, got {backend!r}")
+    on_kernel = width is None and backend != "torch" and kernel.supports(tokens, D + 1)
+    if backend == "kernel" and not on_kernel:
+        raise ValueError(
+            "backend='kernel' needs the compiled kernel (interp.kernel.available()), CPU float32/float64 tensors, "
+            f"d + 2 <= {kernel.ROW_LENGTHS[-1]} and no width"
+        )
+    width = None if on_kernel else padded_width(D + 1) if width is None else width
+    if width is not None and width < D + 1:
         raise ValueError(f"width must be >= d + 2 = {D + 1}, got {width}")
     ctx = tokens[:, :-1]
     S0 = ctx.mT @ ctx  # S^0 = Σ_{j≤n} e_j e_jᵀ over the context (the query is not a key)

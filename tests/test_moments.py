@@ -1,14 +1,15 @@
-"""The hook-free path (interp.moments) against the per-token forward, values and gradients, float64."""
+"""The hook-free path (interp.moments, both backends) against the per-token forward, values and gradients, float64."""
 
 from __future__ import annotations
 
 import itertools
+import os
 
 import pytest
 import torch
 
 from interp import checkpoints as ck
-from interp import moments
+from interp import kernel, moments
 from interp.config import ModelConfig
 from interp.model import LinearTransformer
 from interp.tasks import sample_tasks
@@ -49,15 +50,26 @@ def _reference(model):
     return lambda tokens: model.predict_per_layer(tokens)[-1]  # the per-token path, layer by layer
 
 
+BACKENDS = ["torch", "kernel"]  # batched torch products; the fused CPU kernel (interp.kernel)
+
+
+def test_kernel_is_built():
+    """`pip install` compiles the kernel (setup.py); without a C++17 compiler every kernel test below fails."""
+    assert kernel.available() or os.environ.get("INTERP_KERNEL") == "0", (
+        "interp/_moments_cpu was not built: install a C++17 compiler (g++ or clang++) and rerun pip install -e ."
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("param", ["full", "diag", "gdpp"])
 @pytest.mark.parametrize("L,H,d", CASES)
-def test_fast_path_matches_per_token_values_and_gradients(param, L, H, d):
+def test_fast_path_matches_per_token_values_and_gradients(param, L, H, d, backend):
     tokens = _tokens(d)
     model = _model(param, L, H, d, tokens)
     weights = torch.linspace(-1.0, 2.0, tokens.shape[0], dtype=torch.float64)  # a loss that weighs sequences apart
     y_ref, g_ref = _value_and_grads(_reference(model), model, tokens, weights)
     assert not model._hooks_active()
-    y, g = _value_and_grads(model, model, tokens, weights)  # model(tokens) takes interp.moments
+    y, g = _value_and_grads(lambda t: moments.predict(model, t, backend=backend), model, tokens, weights)
     scale = y_ref.abs().max()
     with torch.no_grad():  # a non-trivial test: the last layer moves the prediction by more than 1e-3 of it
         per_layer = model.predict_per_layer(tokens)
@@ -86,34 +98,97 @@ def test_padding_is_exact_at_any_width(param):
         moments.predict(model, tokens, width=6)
 
 
+@pytest.mark.parametrize("param", ["full", "diag"])
+def test_model_call_takes_the_kernel_on_cpu_and_torch_elsewhere(param, monkeypatch):
+    """model(tokens) without hooks is moments.predict(backend="auto"): the kernel for CPU float tensors."""
+    tokens = _tokens(5)
+    model = _model(param, 3, 2, 5, tokens)
+    calls = []
+    monkeypatch.setattr(kernel, "call", lambda *a, _call=kernel.call: calls.append(1) or _call(*a))
+    y = model(tokens)
+    assert calls == [1]
+    torch.testing.assert_close(y, moments.predict(model, tokens, backend="torch"), rtol=1e-12, atol=1e-12)
+    assert kernel.supports(tokens, 7) and not kernel.supports(tokens.to("meta"), 7)
+    assert not kernel.supports(tokens.to(torch.bfloat16), 7) and not kernel.supports(tokens, 65)
+
+
+def test_kernel_splits_the_batch_over_threads_exactly():
+    """With 3 threads each takes a slice of the batch and sums its own gradients: the same values and gradients."""
+    tokens = _tokens(10, batch=200)
+    weights = torch.linspace(-1.0, 2.0, 200, dtype=torch.float64)
+    before = torch.get_num_threads()
+    results = {}
+    for param in ("full", "diag"):
+        model = _model(param, 5, 2, 10, tokens)
+        for n in (1, 3):
+            torch.set_num_threads(n)
+            try:
+                assert kernel.threads(200) == n
+                fwd = lambda t: moments.predict(model, t, backend="kernel")  # noqa: B023
+                results[param, n] = _value_and_grads(fwd, model, tokens, weights)
+            finally:
+                torch.set_num_threads(before)
+        (y1, g1), (y3, g3) = results[param, 1], results[param, 3]
+        torch.testing.assert_close(y3, y1, rtol=0, atol=0)  # every sequence is computed alone
+        for a, b in zip(g3, g1):
+            torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13 * b.abs().max())
+
+
+def test_backend_choices_are_checked():
+    tokens = _tokens(5)
+    model = _model("full", 2, 1, 5, tokens)
+    with pytest.raises(ValueError, match="backend must be auto, kernel or torch"):
+        moments.predict(model, tokens, backend="cuda")
+    with pytest.raises(ValueError, match="backend='kernel' needs"):
+        moments.predict(model, tokens, width=8, backend="kernel")
+    with pytest.raises(ValueError, match="backend='kernel' needs"):
+        moments.predict(model.to("meta"), tokens.to("meta"), backend="kernel")
+
+
+def test_widths_beyond_the_kernel_run_on_torch():
+    """d = 63: Ŝ of width 65 is wider than the widest compiled row (64), so "auto" takes the torch path."""
+    tokens = _tokens(63, batch=3)
+    model = _model("diag", 2, 1, 63, tokens)
+    assert kernel.row_length(65) is None
+    torch.testing.assert_close(model(tokens), _reference(model)(tokens), rtol=1e-12, atol=1e-12)
+
+
 def test_padded_widths_by_measurement():
     assert moments.padded_width(12) == 12  # d = 10: the query column already makes it 12
     assert [moments.padded_width(w) for w in range(3, 9)] == [3, 8, 8, 8, 8, 8]
 
 
-def test_float32_agrees_with_float64_and_no_grad_agrees_with_grad():
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("param", ["full", "diag"])
+def test_float32_agrees_with_float64_and_no_grad_agrees_with_grad(param, backend):
     tokens = _tokens(10, batch=64)
-    model64 = _model("full", 7, 1, 10, tokens)
-    model32 = LinearTransformer(ModelConfig(d=10, n_layers=7, param="full"), init=False)
+    model64 = _model(param, 7, 1, 10, tokens)
+    model32 = LinearTransformer(ModelConfig(d=10, n_layers=7, param=param), init=False)
     model32.load_state_dict({k: v.float() for k, v in model64.state_dict().items()})
     with torch.no_grad():
-        y64, y32 = model64(tokens), model32(tokens.float())
+        y64 = moments.predict(model64, tokens, backend=backend)
+        y32 = moments.predict(model32, tokens.float(), backend=backend)
     torch.testing.assert_close(y32.double(), y64, rtol=1e-4, atol=1e-4 * y64.abs().max())
-    torch.testing.assert_close(model64(tokens).detach(), y64, rtol=0, atol=0)
+    torch.testing.assert_close(moments.predict(model64, tokens, backend=backend).detach(), y64, rtol=0, atol=0)
 
 
-def test_two_graphs_alive_at_once_keep_their_own_buffers():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_graphs_alive_at_once_keep_their_own_buffers(backend):
     """Workspaces are reused between steps; two forwards before their backwards must not share them."""
     t1, t2 = _tokens(4, seed=1), _tokens(4, seed=2)
     model = _model("full", 3, 1, 4, t1)
-    expect = [torch.autograd.grad(model(t).sum(), list(model.parameters())) for t in (t1, t2)]
-    y1, y2 = model(t1), model(t2)
+
+    def fwd(t):
+        return moments.predict(model, t, backend=backend)
+
+    expect = [torch.autograd.grad(fwd(t).sum(), list(model.parameters())) for t in (t1, t2)]
+    y1, y2 = fwd(t1), fwd(t2)
     g2 = torch.autograd.grad(y2.sum(), list(model.parameters()))
     g1 = torch.autograd.grad(y1.sum(), list(model.parameters()))
     for got, want in zip((g1, g2), expect):
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b, rtol=0, atol=0)
-    y = model(t1)
+    y = fwd(t1)
     y.sum().backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="one backward per forward"):
         y.sum().backward()
