@@ -2,17 +2,20 @@
 
     OMP_NUM_THREADS=1 nice -n 15 python experiments/bench_train.py --threads 1 --out experiments/results/bench_train.md
 
-L = 7, batch 2048, d = 10, n = 20, one head, one Adam step each (fresh data sampled inside the step, as in
-`interp train`). Implementations: interp's hook-free path (interp.moments: second moments only, hand-written
-backward) for FULL, DIAG and GD++; the same FULL recursion differentiated by autograd (interp before the
-hand-written backward); and the explicit-score formulation e_i += Σ_k P_k Σ_j e_j (e_jᵀ Q_k e_i), which forms the
-(n+1)×n score matrix of every head. All run in one process, their steps interleaved, so load changes hit them
-alike; reported are medians, ratios, and the fraction of this CPU's measured float32 matmul peak.
+L = 7, batch 2048, d = 10, n = 20, one head, one Adam step each (fresh data sampled inside the step, and the
+trainer's fused Adam, as in `interp train`). Implementations: interp's hook-free path (interp.moments: second
+moments only, hand-written backward; on CPU the fused kernel of interp.kernel) for FULL, DIAG and GD++; the same
+path on its torch backend (batched torch products, the step before the kernel) for FULL and DIAG; the FULL
+recursion differentiated by autograd (interp before the hand-written backward); and the explicit-score
+formulation e_i += Σ_k P_k Σ_j e_j (e_jᵀ Q_k e_i), which forms the (n+1)×n score matrix of every head. All run
+in one process, their steps interleaved, so load changes hit them alike; reported are medians, ratios, and the
+fraction of this CPU's measured float32 matmul peak.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import platform
 import statistics
@@ -22,10 +25,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from interp import moments
+from interp import kernel, moments
 from interp.config import ModelConfig
 from interp.model import LinearTransformer
 from interp.tasks import sample_tasks
+from interp.train import adam
 
 WIDTHS = {1: (3, 4, 8), 5: (7, 8), 10: (12, 16), 15: (17, 20, 24)}  # d → widths of Ŝ to try (d + 2 first)
 
@@ -45,6 +49,17 @@ class ExplicitAttention(nn.Module):
             values = torch.einsum("hde,bje->bhjd", P, ctx)  # P_k e_j
             Z = Z + torch.einsum("bhij,bhjd->bid", scores, values)
         return -Z[:, -1, -1]
+
+
+class TorchBackend(nn.Module):
+    """interp's model on the torch backend of interp.moments (batched torch products: the step before the kernel)."""
+
+    def __init__(self, model: LinearTransformer):
+        super().__init__()
+        self.model = copy.deepcopy(model)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return moments.predict(self.model, tokens, backend="torch")
 
 
 class AutogradMoments(nn.Module):
@@ -72,7 +87,7 @@ class AutogradMoments(nn.Module):
 
 
 def step_fn(model: nn.Module, gen: torch.Generator, batch: int, d: int, n: int):
-    opt = torch.optim.Adam(model.parameters(), lr=1e-5)
+    opt = adam(model.parameters(), 1e-5)  # as interp.train runs it
 
     def step():
         data = sample_tasks(batch, d, n, "uniform:5", gen)
@@ -160,13 +175,18 @@ def main() -> None:
         "interp FULL": models["full"],
         "interp DIAG": models["diag"],
         "interp GD++": models["gdpp"],
-        "FULL, autograd moments (before)": AutogradMoments(P, Q),
+        "interp FULL, torch backend (before)": TorchBackend(models["full"]),
+        "interp DIAG, torch backend (before)": TorchBackend(models["diag"]),
+        "FULL, autograd moments (earlier)": AutogradMoments(P, Q),
         "FULL, explicit scores": ExplicitAttention(P, Q),
     }
     probe = sample_tasks(64, d, n, "uniform:5", torch.Generator(device=dev).manual_seed(1), device=dev)
     with torch.no_grad():
-        for name in ("FULL, autograd moments (before)", "FULL, explicit scores"):
+        others = ("interp FULL, torch backend (before)", "FULL, autograd moments (earlier)", "FULL, explicit scores")
+        for name in others:
             assert torch.allclose(models["full"](probe.tokens), impls[name](probe.tokens), rtol=1e-4, atol=1e-6)
+        diag_torch = impls["interp DIAG, torch backend (before)"](probe.tokens)
+        assert torch.allclose(models["diag"](probe.tokens), diag_torch, rtol=1e-4, atol=1e-6)
     runs = {name: step_fn(m, torch.Generator(device=dev).manual_seed(2), args.batch, d, n) for name, m in impls.items()}
     gen = torch.Generator(device=dev).manual_seed(3)
     runs["data sampling alone"] = lambda: sample_tasks(args.batch, d, n, "uniform:5", gen, device=dev)
@@ -209,7 +229,10 @@ def main() -> None:
         f"| data sampling alone (inside every step) | {1e3 * med['data sampling alone']:.1f} | | | |",
         "",
         f"interp FULL over the explicit-score formulation: **{explicit / full:.2f}x**; DIAG and GD++ over FULL: "
-        f"**{full / med['interp DIAG']:.2f}x** and **{full / med['interp GD++']:.2f}x**.",
+        f"**{full / med['interp DIAG']:.2f}x** and **{full / med['interp GD++']:.2f}x**. "
+        f"{'The fused CPU kernel' if kernel.supports(probe.tokens, d + 2) else 'The torch backend (no kernel here)'} "
+        f"over the torch backend: FULL {med['interp FULL, torch backend (before)'] / full:.2f}x, DIAG "
+        f"{med['interp DIAG, torch backend (before)'] / med['interp DIAG']:.2f}x.",
     ]
     if dev == "cpu":
         achieved = flops / full / 1e9

@@ -155,6 +155,17 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
     return robust_half_se(per_seq, GUARD_CAP * cfg.model.d).sum() / cfg.batch, cfg.batch - kept
 
 
+def adam(params, lr: float) -> torch.optim.Adam:
+    """Adam as the trainer runs it: torch's fused implementation on CPU and CUDA.
+
+    The default one loops over the parameter tensors in Python: on a 7-layer DIAG model's 28 small tensors that
+    took 1.5 ms a step, a tenth of the whole step, against 0.35 ms fused (experiments/results/bench_train.md).
+    """
+    params = list(params)
+    fused = all(p.device.type in ("cpu", "cuda") for p in params)
+    return torch.optim.Adam(params, lr=lr, fused=fused)
+
+
 def _init_model(cfg: TrainConfig) -> LinearTransformer:
     gen = torch.Generator().manual_seed(cfg.seed)
     if cfg.init is None:
@@ -252,14 +263,14 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
     check_device(cfg.device)
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed + 1)
     model = _init_model(cfg).to(cfg.device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    opt = adam(model.parameters(), cfg.lr)
     start, window = 0, []
     metrics_path = run.metrics_path
     if resume:
         tensors, meta = run.read_resume(cfg)
         weights = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
         model = ck.model_from_tensors(run.resume_path, weights, meta["model_config"]).to(cfg.device)
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        opt = adam(model.parameters(), cfg.lr)
         _load_optimizer(opt, tensors, meta["param_groups"], run.resume_path)
         try:
             gen.set_state(tensors["rng.data"])
