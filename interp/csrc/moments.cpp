@@ -71,9 +71,53 @@ inline void gemm_rows(T* __restrict C, const T* __restrict A, const T* __restric
   }
 }
 
+// The same for a compile-time W: all W rows of C accumulate at once (W independent chains), each row of B is
+// loaded once, and every loop unrolls.
+template <typename T, int LD, bool TA, bool ACC, int W>
+inline void gemm_fixed(T* __restrict C, const T* __restrict A, const T* __restrict B) {
+  using S = Simd<T, LD>;
+  using V = typename S::V;
+  constexpr int NV = S::NV;
+  V acc[W][NV] = {};
+#pragma GCC unroll 16
+  for (int k = 0; k < W; ++k) {
+    V b[NV];
+    std::memcpy(b, B + k * LD, sizeof b);
+#pragma GCC unroll 16
+    for (int r = 0; r < W; ++r) {
+      const T a = TA ? A[k * LD + r] : A[r * LD + k];
+      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
+    }
+  }
+  for (int r = 0; r < W; ++r) {
+    T* c = C + r * LD;
+    if (ACC) {
+      V cv[NV];
+      std::memcpy(cv, c, sizeof cv);
+      for (int v = 0; v < NV; ++v) cv[v] += acc[r][v];
+      std::memcpy(c, cv, sizeof cv);
+    } else {
+      std::memcpy(c, acc[r], sizeof acc[r]);
+    }
+  }
+}
+
 // C (=, +=) op(A) B for W x W matrices stored in rows of LD lanes (lanes W..LD-1 of A and B are zero).
 template <typename T, int LD, bool TA, bool ACC>
 inline void gemm(T* __restrict C, const T* __restrict A, const T* __restrict B, int W) {
+  if constexpr (LD == 16) {  // d = 7..14, the paper's d = 10 among them: unrolled
+    switch (W) {
+      case 9: return gemm_fixed<T, LD, TA, ACC, 9>(C, A, B);
+      case 10: return gemm_fixed<T, LD, TA, ACC, 10>(C, A, B);
+      case 11: return gemm_fixed<T, LD, TA, ACC, 11>(C, A, B);
+      case 12: return gemm_fixed<T, LD, TA, ACC, 12>(C, A, B);
+      case 13: return gemm_fixed<T, LD, TA, ACC, 13>(C, A, B);
+      case 14: return gemm_fixed<T, LD, TA, ACC, 14>(C, A, B);
+      case 15: return gemm_fixed<T, LD, TA, ACC, 15>(C, A, B);
+      case 16: return gemm_fixed<T, LD, TA, ACC, 16>(C, A, B);
+      default: break;
+    }
+  }
   constexpr int R = 4;
   int i = 0;
   for (; i + R <= W; i += R) gemm_rows<T, LD, TA, ACC, R>(C, A, B, W, i);
