@@ -1,9 +1,9 @@
 """The fused CPU kernel of the moment recursion (interp/csrc/moments.cpp), loaded through ctypes.
 
 `pip install` compiles it into interp/_moments_cpu (setup.py; an optional build: without a C++17 compiler interp
-installs and runs on the torch path). `available()` says whether it loaded; the environment
-variable INTERP_KERNEL=0 turns it off. `forward` / `backward` run it on contiguous CPU tensors, splitting the
-batch over torch.get_num_threads() Python threads (ctypes releases the GIL during each call).
+installs and runs on the torch backend). `available()` says whether it loaded; the environment variable
+INTERP_KERNEL=0 turns it off. `call` runs it on contiguous CPU tensors, splitting the batch over
+torch.get_num_threads() Python threads (ctypes releases the GIL during each call). interp.moments is its one user.
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ def _library() -> ctypes.CDLL | None:
     spec = importlib.util.find_spec("interp._moments_cpu")  # the built file; it is loaded by ctypes, not imported
     if spec is None or spec.origin is None:
         return None
-    lib = ctypes.CDLL(spec.origin)
+    try:
+        lib = ctypes.CDLL(spec.origin)
+    except OSError:  # e.g. a file left from another platform: run on torch
+        return None
     fn = lib.interp_moments
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_int] * 3 + [ctypes.c_int64] * 7 + [ctypes.c_void_p] * 10
@@ -46,6 +49,7 @@ def row_length(width: int) -> int | None:
 
 
 def supports(t: Tensor, width: int) -> bool:
+    """Whether the kernel runs Ŝ of `width` for tensors like `t` (CPU, float32 or float64)."""
     return available() and t.device.type == "cpu" and t.dtype in _DTYPES and row_length(width) is not None
 
 
@@ -72,13 +76,15 @@ def call(full: bool, ld: int, L: int, H: int, t: dict[str, Tensor], parts: list[
         ptrs += [_ptr(g.get("dP")), _ptr(g.get("dQt")), _ptr(t.get("G0"))]
         return fn(dtype, int(full), int(parts is not None), ld, B, D, L, H, bounds[i], bounds[i + 1], *ptrs)
 
-    if n == 1:
-        codes = [one(0)]
-    else:
-        with ThreadPoolExecutor(n) as pool:
-            codes = list(pool.map(one, range(n)))
+    codes = [one(0)] if n == 1 else list(_pool(n).map(one, range(n)))
     if any(codes):
         raise RuntimeError(f"interp kernel: no compiled row length {ld}")
+
+
+@cache
+def _pool(n: int) -> ThreadPoolExecutor:
+    """n worker threads, started on the first multi-threaded call and kept (a pool per call costs ~0.1 ms)."""
+    return ThreadPoolExecutor(n, thread_name_prefix="interp-kernel")
 
 
 def threads(B: int) -> int:
