@@ -43,16 +43,20 @@ inline void vstore(T* p, typename Simd<T, LD>::V x) {
 }
 
 // Rows i..i+R-1 of C (=, +=) op(A) B with op(A) = A or A^T, all LD lanes: each row of B is loaded once for R
-// multiply-adds, and R accumulation chains run side by side.
-template <typename T, int LD, bool TA, bool ACC, int R>
+// multiply-adds, and R accumulation chains run side by side. K > 0 fixes W = K at compile time (every loop
+// unrolls; with R = K all rows of C accumulate at once).
+template <typename T, int LD, bool TA, bool ACC, int R, int K = 0>
 inline void gemm_rows(T* __restrict C, const T* __restrict A, const T* __restrict B, int W, int i) {
   using S = Simd<T, LD>;
   using V = typename S::V;
   constexpr int NV = S::NV;
+  const int kw = K > 0 ? K : W;
   V acc[R][NV] = {};
-  for (int k = 0; k < W; ++k) {
+#pragma GCC unroll 16
+  for (int k = 0; k < kw; ++k) {
     V b[NV];
     std::memcpy(b, B + k * LD, sizeof b);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const T a = TA ? A[k * LD + i + r] : A[(i + r) * LD + k];
       for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
@@ -71,50 +75,19 @@ inline void gemm_rows(T* __restrict C, const T* __restrict A, const T* __restric
   }
 }
 
-// The same for a compile-time W: all W rows of C accumulate at once (W independent chains), each row of B is
-// loaded once, and every loop unrolls.
-template <typename T, int LD, bool TA, bool ACC, int W>
-inline void gemm_fixed(T* __restrict C, const T* __restrict A, const T* __restrict B) {
-  using S = Simd<T, LD>;
-  using V = typename S::V;
-  constexpr int NV = S::NV;
-  V acc[W][NV] = {};
-#pragma GCC unroll 16
-  for (int k = 0; k < W; ++k) {
-    V b[NV];
-    std::memcpy(b, B + k * LD, sizeof b);
-#pragma GCC unroll 16
-    for (int r = 0; r < W; ++r) {
-      const T a = TA ? A[k * LD + r] : A[r * LD + k];
-      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
-    }
-  }
-  for (int r = 0; r < W; ++r) {
-    T* c = C + r * LD;
-    if (ACC) {
-      V cv[NV];
-      std::memcpy(cv, c, sizeof cv);
-      for (int v = 0; v < NV; ++v) cv[v] += acc[r][v];
-      std::memcpy(c, cv, sizeof cv);
-    } else {
-      std::memcpy(c, acc[r], sizeof acc[r]);
-    }
-  }
-}
-
 // C (=, +=) op(A) B for W x W matrices stored in rows of LD lanes (lanes W..LD-1 of A and B are zero).
 template <typename T, int LD, bool TA, bool ACC>
 inline void gemm(T* __restrict C, const T* __restrict A, const T* __restrict B, int W) {
-  if constexpr (LD == 16) {  // d = 7..14, the paper's d = 10 among them: unrolled
+  if constexpr (LD == 16) {  // d = 7..14, the paper's d = 10 among them: W fixed, all rows at once
     switch (W) {
-      case 9: return gemm_fixed<T, LD, TA, ACC, 9>(C, A, B);
-      case 10: return gemm_fixed<T, LD, TA, ACC, 10>(C, A, B);
-      case 11: return gemm_fixed<T, LD, TA, ACC, 11>(C, A, B);
-      case 12: return gemm_fixed<T, LD, TA, ACC, 12>(C, A, B);
-      case 13: return gemm_fixed<T, LD, TA, ACC, 13>(C, A, B);
-      case 14: return gemm_fixed<T, LD, TA, ACC, 14>(C, A, B);
-      case 15: return gemm_fixed<T, LD, TA, ACC, 15>(C, A, B);
-      case 16: return gemm_fixed<T, LD, TA, ACC, 16>(C, A, B);
+      case 9: return gemm_rows<T, LD, TA, ACC, 9, 9>(C, A, B, 9, 0);
+      case 10: return gemm_rows<T, LD, TA, ACC, 10, 10>(C, A, B, 10, 0);
+      case 11: return gemm_rows<T, LD, TA, ACC, 11, 11>(C, A, B, 11, 0);
+      case 12: return gemm_rows<T, LD, TA, ACC, 12, 12>(C, A, B, 12, 0);
+      case 13: return gemm_rows<T, LD, TA, ACC, 13, 13>(C, A, B, 13, 0);
+      case 14: return gemm_rows<T, LD, TA, ACC, 14, 14>(C, A, B, 14, 0);
+      case 15: return gemm_rows<T, LD, TA, ACC, 15, 15>(C, A, B, 15, 0);
+      case 16: return gemm_rows<T, LD, TA, ACC, 16, 16>(C, A, B, 16, 0);
       default: break;
     }
   }
