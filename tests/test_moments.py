@@ -145,6 +145,20 @@ def test_backend_choices_are_checked():
         moments.predict(model.to("meta"), tokens.to("meta"), backend="kernel")
 
 
+@pytest.mark.parametrize("param", ["full", "diag"])
+def test_kernel_at_its_widest_rows(param):
+    """d = 40: Ŝ of width 42 runs in rows of 64 lanes (interp.kernel.ROW_LENGTHS), values and gradients exact."""
+    tokens = _tokens(40, batch=3)
+    model = _model(param, 3, 2, 40, tokens)
+    assert kernel.row_length(42) == 64
+    weights = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    y_ref, g_ref = _value_and_grads(_reference(model), model, tokens, weights)
+    y, g = _value_and_grads(lambda t: moments.predict(model, t, backend="kernel"), model, tokens, weights)
+    torch.testing.assert_close(y, y_ref, rtol=1e-12, atol=1e-12 * y_ref.abs().max())
+    for a, b in zip(g, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10 * b.abs().max())
+
+
 def test_widths_beyond_the_kernel_run_on_torch():
     """d = 63: Ŝ of width 65 is wider than the widest compiled row (64), so "auto" takes the torch path."""
     tokens = _tokens(63, batch=3)
