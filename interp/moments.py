@@ -9,9 +9,12 @@ reads S and leaves the extra rows and columns alone): the query update rides alo
 of the S update. For DIAG / GD++ the head sum is elementwise: Σ_k P_k S Q_k = S ⊙ Ω with
 Ω = [[ω_xx, ω_xy], [ω_yx, ω_yy]] in blocks (d, 1) × (d, 1).
 
-Every product with the batch-shared P_k, Q_k is either one GEMM over the folded batch or one batched product;
+Two backends run this recursion (`predict(backend=...)`). The torch backend, below: every product with the
+batch-shared P_k, Q_k is either one GEMM over the folded batch or one batched product, and
 `MomentRecursion.backward` carries G = 2·sym(∂ŷ/∂Ŝ) down the layers by hand (three batched products per layer).
-Parameters keep their true shapes: padding exists only inside this module.
+The kernel backend (`_kernel_forward` / `_kernel_backward`, the default on CPU): the same forward and backward in
+interp/csrc/moments.cpp, one sequence at a time with its matrices in cache (interp.kernel).
+Parameters keep their true shapes: padding exists only inside this module and the kernel.
 """
 
 from __future__ import annotations
