@@ -284,11 +284,17 @@ def predict(
     D = cfg.d_model
     if backend not in ("auto", "kernel", "torch"):
         raise ValueError(f"backend must be auto, kernel or torch, got {backend!r}")
-    on_kernel = width is None and backend != "torch" and kernel.supports(tokens, D + 1)
+    weight = next(model.parameters())
+    on_kernel = (
+        width is None
+        and backend != "torch"
+        and kernel.supports(tokens, D + 1)
+        and (weight.device, weight.dtype) == (tokens.device, tokens.dtype)  # else torch raises on the mismatch
+    )
     if backend == "kernel" and not on_kernel:
         raise ValueError(
-            "backend='kernel' needs the compiled kernel (interp.kernel.available()), CPU float32/float64 tensors, "
-            f"d + 2 <= {kernel.ROW_LENGTHS[-1]} and no width"
+            "backend='kernel' needs the compiled kernel (interp.kernel.available()), CPU float32/float64 tokens "
+            f"of the model's dtype, d + 2 <= {kernel.ROW_LENGTHS[-1]} and no width"
         )
     width = None if on_kernel else padded_width(D + 1) if width is None else width
     if width is not None and width < D + 1:

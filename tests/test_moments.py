@@ -141,8 +141,12 @@ def test_backend_choices_are_checked():
         moments.predict(model, tokens, backend="cuda")
     with pytest.raises(ValueError, match="backend='kernel' needs"):
         moments.predict(model, tokens, width=8, backend="kernel")
+    with pytest.raises(ValueError, match="of the model's dtype"):
+        moments.predict(model, tokens.float(), backend="kernel")
+    with pytest.raises(RuntimeError, match="expected"):  # auto: torch's own dtype error, never a silent misread
+        moments.predict(model, tokens.float())
     with pytest.raises(ValueError, match="backend='kernel' needs"):
-        moments.predict(model.to("meta"), tokens.to("meta"), backend="kernel")
+        moments.predict(model.to("meta"), tokens.to("meta"), backend="kernel")  # .to moves the model: last
 
 
 @pytest.mark.parametrize("param", ["full", "diag"])
