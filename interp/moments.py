@@ -74,7 +74,8 @@ class MomentRecursion(torch.autograd.Function):
     """ŷ [B] from S^0 [B, D, D], the query [B, D] and the layer maps.
 
     kind "full": W1, W2 = P, Q, each [L, H, D, D]. kind "diag": W1 = ω [L, 4] (ω_xx, ω_xy, ω_yx, ω_yy), W2 None.
-    `save`: keep every layer's tensors for a backward (False under no_grad).
+    `width`: the torch backend at this padded width of Ŝ, or None for the kernel backend (interp.kernel).
+    `save`: keep what the backward needs (False under no_grad).
     """
 
     @staticmethod
