@@ -195,6 +195,21 @@ def main() -> None:
         f"{p} model alone": (lambda m=models[p]: m(fixed).square().sum().backward()) for p in ("full", "diag")
     }
     runs.update(model_only)
+    ctx = fixed[:, :-1]
+    S0, q0 = ctx.mT @ ctx, fixed[:, -1]
+    recursion_only = {}  # MomentRecursion alone (the kernel on CPU): S^0, the query and the weights given
+    for p in ("full", "diag"):
+        m = models[p]
+        if p == "full":
+            W1 = torch.stack([b.attn.P for b in m.blocks]).detach().requires_grad_(True)
+            W2 = torch.stack([b.attn.Q for b in m.blocks]).detach().requires_grad_(True)
+        else:
+            W1, W2 = m.omegas().stack().detach().requires_grad_(True), None
+        width = None if kernel.supports(fixed, d + 2) else moments.padded_width(d + 2)
+        recursion_only[f"{p} recursion alone"] = lambda W1=W1, W2=W2, p=p, w=width: (
+            moments.MomentRecursion.apply(S0, q0, W1, W2, p, w, True).sum().backward()
+        )
+    runs.update(recursion_only)
     adam_only = {}  # one optimizer step on DIAG's 28 small tensors: the trainer's fused Adam and torch's default
     for label, fused in (("fused", True), ("for-loop", False)):
         params = [p.detach().clone().requires_grad_(True) for p in models["diag"].parameters()]
@@ -220,7 +235,9 @@ def main() -> None:
     flops, flops_explicit = step_flops(L, args.batch, d, n)
     full, explicit = med["interp FULL"], med["FULL, explicit scores"]
     cmd = (
-        f"OMP_NUM_THREADS={args.threads} {f'nice -n {os.nice(0)} ' if os.nice(0) else ''}"
+        f"OMP_NUM_THREADS={args.threads} "
+        f"{'OMP_WAIT_POLICY=' + os.environ['OMP_WAIT_POLICY'] + ' ' if 'OMP_WAIT_POLICY' in os.environ else ''}"
+        f"{f'nice -n {os.nice(0)} ' if os.nice(0) else ''}"
         f"python experiments/bench_train.py --threads {args.threads}"
         f"{'' if L == 7 else f' --layers {L}'} --steps {args.steps}{'' if dev == 'cpu' else f' --device {dev}'}"
     )
@@ -237,12 +254,17 @@ def main() -> None:
         *(
             f"| {k} | {1e3 * v:.1f} | {1 / v:.1f} | {explicit / v:.2f}x | {full / v:.2f}x |"
             for k, v in med.items()
-            if k != "data sampling alone" and k not in model_only and k not in adam_only
+            if k != "data sampling alone" and k not in model_only and k not in adam_only and k not in recursion_only
         ),
         f"| data sampling alone (inside every step) | {1e3 * med['data sampling alone']:.1f} | | | |",
         *(
             f"| {k.split()[0].upper()}: model forward + backward alone (fixed batch) | {1e3 * med[k]:.1f} | | | |"
             for k in model_only
+        ),
+        *(
+            f"| {k.split()[0].upper()}: of which the moment recursion (interp.moments.MomentRecursion) | "
+            f"{1e3 * med[k]:.1f} | | | |"
+            for k in recursion_only
         ),
         *(f"| {k} | {1e3 * med[k]:.2f} | | | |" for k in adam_only),
         "",
@@ -251,7 +273,8 @@ def main() -> None:
         f"{'The fused CPU kernel' if kernel.supports(probe.tokens, d + 2) else 'The torch backend (no kernel here)'} "
         f"over the torch backend: FULL {med['interp FULL, torch backend (before)'] / full:.2f}x, DIAG "
         f"{med['interp DIAG, torch backend (before)'] / med['interp DIAG']:.2f}x. The model alone, DIAG over "
-        f"FULL: {med['full model alone'] / med['diag model alone']:.2f}x.",
+        f"FULL: {med['full model alone'] / med['diag model alone']:.2f}x; the moment recursion alone: "
+        f"{med['full recursion alone'] / med['diag recursion alone']:.2f}x.",
     ]
     if dev == "cpu":
         achieved = flops / full / 1e9

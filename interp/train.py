@@ -159,7 +159,7 @@ def adam(params, lr: float) -> torch.optim.Adam:
     """Adam as the trainer runs it: torch's fused implementation on CPU and CUDA.
 
     The default one loops over the parameter tensors in Python: on a 7-layer DIAG model's 28 small tensors it
-    takes twice as long, 0.96 ms against 0.47 ms a step, a tenth of the whole step on the kernel
+    takes twice as long, 0.94 ms against 0.47 ms a step, a tenth of the whole step on the kernel
     (experiments/results/bench_train.md).
     """
     params = list(params)
