@@ -199,15 +199,11 @@ def main() -> None:
     S0, q0 = ctx.mT @ ctx, fixed[:, -1]
     recursion_only = {}  # MomentRecursion alone (the kernel on CPU): S^0, the query and the weights given
     for p in ("full", "diag"):
-        m = models[p]
-        if p == "full":
-            W1 = torch.stack([b.attn.P for b in m.blocks]).detach().requires_grad_(True)
-            W2 = torch.stack([b.attn.Q for b in m.blocks]).detach().requires_grad_(True)
-        else:
-            W1, W2 = m.omegas().stack().detach().requires_grad_(True), None
+        kind, *maps = moments.layer_maps(models[p])
+        W1, W2 = (None if w is None else w.detach().requires_grad_(True) for w in maps)
         width = None if kernel.supports(fixed, d + 2) else moments.padded_width(d + 2)
-        recursion_only[f"{p} recursion alone"] = lambda W1=W1, W2=W2, p=p, w=width: (
-            moments.MomentRecursion.apply(S0, q0, W1, W2, p, w, True).sum().backward()
+        recursion_only[f"{p} recursion alone"] = lambda W1=W1, W2=W2, k=kind, w=width: (
+            moments.MomentRecursion.apply(S0, q0, W1, W2, k, w, True).sum().backward()
         )
     runs.update(recursion_only)
     adam_only = {}  # one optimizer step on DIAG's 28 small tensors: the trainer's fused Adam and torch's default

@@ -237,13 +237,13 @@ def _kernel_forward(ctx, S0, q0, W1, W2, kind: str, save: bool) -> Tensor:
     t.update(S0=S0.contiguous(), q0=q0.contiguous(), y=S0.new_empty(B))
     kernel.call(full, ld, W1.shape[0], W1.shape[1] if full else 1, t, None)
     if save:
-        ctx.kind, ctx.D, ctx.ld, ctx.L, ctx.ws, ctx.t = kind, D, ld, W1.shape[0], True, t
+        ctx.kind, ctx.D, ctx.ld, ctx.L, ctx.ws = kind, D, ld, W1.shape[0], t  # ws: the inputs, kept for one backward
     return t["y"]
 
 
 def _kernel_backward(ctx, gy: Tensor) -> tuple:
     """MomentRecursion.backward on the fused CPU kernel: each thread sums its sequences' parameter gradients."""
-    t, D, ld, L, full = ctx.t, ctx.D, ctx.ld, ctx.L, ctx.kind == "full"
+    t, D, ld, L, full = ctx.ws, ctx.D, ctx.ld, ctx.L, ctx.kind == "full"
     B, W = gy.shape[0], D + 1
     H = t["P"].shape[1] if full else 1
     shape = (L, H, W, ld) if full else (L, W, ld)
@@ -252,7 +252,7 @@ def _kernel_backward(ctx, gy: Tensor) -> tuple:
     need_input = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
     G0 = gy.new_empty(B, W, ld) if need_input else None
     kernel.call(full, ld, L, H, {**t, "gy": gy.contiguous(), "G0": G0}, parts)
-    ctx.ws = ctx.t = None
+    ctx.ws = None
     dS0 = 0.5 * G0[:, :D, :D] if ctx.needs_input_grad[0] else None
     dq0 = G0[:, :D, D].clone() if ctx.needs_input_grad[1] else None
     dP = sum(p["dP"] for p in parts)
@@ -303,11 +303,14 @@ def predict(
     ctx = tokens[:, :-1]
     S0 = ctx.mT @ ctx  # S^0 = Σ_{j≤n} e_j e_jᵀ over the context (the query is not a key)
     q0 = tokens[:, -1]
-    if cfg.param == "full":
-        P = torch.stack([b.attn.P for b in model.blocks])
-        Q = torch.stack([b.attn.Q for b in model.blocks])
-        W1, W2 = P, Q
-    else:
-        W1, W2 = model.omegas().stack(), None
+    kind, W1, W2 = layer_maps(model)
     save = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (S0, q0, W1, W2))
-    return MomentRecursion.apply(S0, q0, W1, W2, cfg.param if cfg.param == "full" else "diag", width, save)
+    return MomentRecursion.apply(S0, q0, W1, W2, kind, width, save)
+
+
+def layer_maps(model) -> tuple[str, Tensor, Tensor | None]:
+    """MomentRecursion's (kind, W1, W2) for a LinearTransformer: ("full", P, Q) stacked [L, H, D, D], or
+    ("diag", ω [L, 4], None) for DIAG and GD++; differentiable in the model's parameters."""
+    if model.cfg.param == "full":
+        return "full", torch.stack([b.attn.P for b in model.blocks]), torch.stack([b.attn.Q for b in model.blocks])
+    return "diag", model.omegas().stack(), None
