@@ -1,14 +1,15 @@
-"""Time to quality: wall time of `interp train` on the fused CPU kernel and on the torch backend, and the loss reached.
+"""Time to quality: wall time of `interp train` on each path of the hook-free step, and the loss reached.
 
-    python experiments/time_to_quality.py --root runs/ttq --out experiments/results/time_to_quality.json \
-        --runs full:0 diag:0 diag:1 diag:2
+    python experiments/time_to_quality.py --root runs/ttq2 --out experiments/results/time_to_quality_fused.json \
+        --runs full:0 diag:0 --paths fused kernel
 
-Trains 4-layer `uniform:5` models as the zoo's (fast preset, one thread), each once with the kernel
-(interp.kernel) and once with INTERP_KERNEL=0 (the torch backend), one run at a time, kernel and torch runs
-alternating, and evaluates every run's adjusted loss on the zoo's 100 000 evaluation sequences (seed 0) as
-experiments/zoo_summary.py does. Same seed, same data stream: the two backends differ only in float32 rounding,
-which is enough to send a run whose early training has loss spikes (DIAG-4) down another path; hence several
-seeds. Rerunning skips finished runs.
+Trains 4-layer `uniform:5` models as the zoo's (fast preset, one thread), once per path, one run at a time, the
+paths alternating: "fused" (the default: the kernel's fused training pass, interp.moments.half_squared_errors),
+"kernel" (INTERP_FUSED=0: the model's forward on the kernel and its separate backward) and "torch"
+(INTERP_KERNEL=0: the torch backend). Every run's adjusted loss is evaluated on the zoo's 100 000 evaluation
+sequences (seed 0) as experiments/zoo_summary.py does. Same seed, same data stream: the paths differ only in
+float32 rounding, which is enough to send a run whose early training has loss spikes (DIAG-4) down another path;
+hence several seeds. Rerunning skips finished runs.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses
 from interp.train import is_complete, load_run_config
 
-BACKENDS = {"kernel": "1", "torch": "0"}  # INTERP_KERNEL
+PATHS = {"fused": "", "kernel": "INTERP_FUSED=0", "torch": "INTERP_KERNEL=0"}  # the environment of each
 
 
 def command(arch: str, seed: int, out: Path) -> list[str]:
@@ -44,6 +45,7 @@ def main() -> int:
     ap.add_argument("--root", type=Path, required=True, help="directory for the four runs")
     ap.add_argument("--out", type=Path, help="JSON record to write")
     ap.add_argument("--runs", nargs="+", default=["full:0", "diag:0"], help="ARCH:SEED pairs (default full:0 diag:0)")
+    ap.add_argument("--paths", nargs="+", choices=list(PATHS), default=["fused", "kernel", "torch"])
     ap.add_argument("--n-seq", type=int, default=100_000)
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -52,13 +54,16 @@ def main() -> int:
     walls = json.loads(timing_path.read_text()) if timing_path.exists() else {}
     records = []
     for arch, seed in (spec.split(":") for spec in args.runs):
-        for backend, flag in BACKENDS.items():
-            name = f"{arch}4_s{seed}_{backend}"
+        for path in args.paths:
+            flag = PATHS[path]
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "INTERP_KERNEL": "1", "INTERP_FUSED": "1"}
+            env.update(v.split("=") for v in flag.split())
+            name = f"{arch}4_s{seed}_{path}"
             run = args.root / name
             if not is_complete(run):
                 cmd = command(arch, int(seed), run)
                 load0, t0 = os.getloadavg()[0], time.perf_counter()
-                subprocess.run(cmd, check=True, env={**os.environ, "INTERP_KERNEL": flag, "OMP_NUM_THREADS": "1"})
+                subprocess.run(cmd, check=True, env=env)
                 walls[name] = dict(wall_s=time.perf_counter() - t0, load_before=load0, load_after=os.getloadavg()[0])
                 timing_path.write_text(json.dumps(walls, indent=1))
             cfg = load_run_config(run)
@@ -68,8 +73,8 @@ def main() -> int:
             records.append(
                 dict(
                     run=name,
-                    backend=backend,
-                    command=f"INTERP_KERNEL={flag} " + " ".join(command(arch, int(seed), run)),
+                    path=path,
+                    command=" ".join([*flag.split(), *command(arch, int(seed), run)]),
                     steps=cfg.steps,
                     median_steps_per_s=statistics.median(rates),
                     adjusted=est.to_dict(),

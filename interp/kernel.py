@@ -18,7 +18,10 @@ import torch
 from torch import Tensor
 
 ROW_LENGTHS = (8, 16, 32, 64)  # compiled SIMD row lengths: Ŝ of width d + 2 runs in the smallest that holds it
+ABI = 2  # moments.cpp's interp_moments_abi()
+MODES = {"forward": 0, "backward": 1, "fused": 2}
 _DTYPES = {torch.float32: 0, torch.float64: 1}
+_POINTERS = ("S0", "q0", "P", "Q", "Pt", "y", "gy", "dP", "dQt", "G0", "tok", "target", "weight", "c")
 
 
 @cache
@@ -32,9 +35,13 @@ def _library() -> ctypes.CDLL | None:
         lib = ctypes.CDLL(spec.origin)
     except OSError:  # e.g. a file left from another platform: run on torch
         return None
+    abi = getattr(lib, "interp_moments_abi", None)
+    if abi is None or abi() != ABI:  # built from an older moments.cpp: run on torch until pip install rebuilds it
+        return None
     fn = lib.interp_moments
     fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_int] * 3 + [ctypes.c_int64] * 7 + [ctypes.c_void_p] * 10
+    fn.argtypes = [ctypes.c_int] * 3 + [ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_void_p)]
+    fn.argtypes += [ctypes.c_double, ctypes.c_int]
     return lib
 
 
@@ -57,26 +64,43 @@ def _ptr(t: Tensor | None) -> int | None:
     return None if t is None else t.data_ptr()
 
 
-def call(full: bool, ld: int, L: int, H: int, t: dict[str, Tensor], parts: list[dict[str, Tensor]] | None) -> None:
-    """Run the kernel over the batch of `t`: contiguous tensors "S0", "q0", "P", "Q", "Pt" (moments.cpp's Args).
+def call(
+    mode: str,
+    full: bool,
+    ld: int,
+    L: int,
+    H: int,
+    t: dict[str, Tensor],
+    parts: list[dict[str, Tensor]] | None = None,
+    cap: float = 0.0,
+    robust: bool = False,
+) -> None:
+    """Run the kernel over the batch of `t`, contiguous tensors named as moments.cpp's Args: "P", "Q", "Pt" (the
+    layer maps) and, by `mode`:
 
-    Forward (parts None) writes t["y"]. Backward reads t["gy"], adds thread i's parameter gradients into
-    parts[i]["dP"] (and "dQt" for FULL), and writes G at the input into t["G0"] when given. One slice of the batch
-    per thread: len(parts) threads for a backward, `threads(B)` for a forward.
+    - "forward": reads "S0", "q0", writes "y" (the prediction);
+    - "backward": reads "S0", "q0", "gy", adds thread i's parameter gradients into parts[i]["dP"] (and "dQt" for
+      FULL), and writes G at the input into t["G0"] when given;
+    - "fused": reads "tok", "target" and "weight" (or none), writes the half squared errors into "y" and the loss
+      terms into "c" (plain, or the robust guard's with `cap`), adds their gradients into parts as "backward".
+
+    One slice of the batch per thread: len(parts) threads with parts, `threads(B)` without.
     """
     fn = _library().interp_moments
-    B, D = t["q0"].shape
-    n = threads(B) if parts is None else len(parts)
-    bounds = [B * i // n for i in range(n + 1)]
-    dtype = _DTYPES[t["q0"].dtype]
+    x = t.get("q0", t.get("tok"))
+    B, D = x.shape[0], x.shape[-1]
+    n = t["tok"].shape[1] - 1 if "tok" in t else 0
+    k = threads(B) if parts is None else len(parts)
+    bounds = [B * i // k for i in range(k + 1)]
+    dtype = _DTYPES[x.dtype]
 
     def one(i: int) -> int:
-        g = {} if parts is None else parts[i]
-        ptrs = [_ptr(t.get(k)) for k in ("S0", "q0", "P", "Q", "Pt", "y", "gy")]
-        ptrs += [_ptr(g.get("dP")), _ptr(g.get("dQt")), _ptr(t.get("G0"))]
-        return fn(dtype, int(full), int(parts is not None), ld, B, D, L, H, bounds[i], bounds[i + 1], *ptrs)
+        g = t if parts is None else {**t, **parts[i]}
+        dims = (ctypes.c_int64 * 7)(ld, D, L, H, bounds[i], bounds[i + 1], n)
+        ptrs = (ctypes.c_void_p * len(_POINTERS))(*[_ptr(g.get(name)) for name in _POINTERS])
+        return fn(dtype, MODES[mode], int(full), dims, ptrs, cap, int(robust))
 
-    codes = [one(0)] if n == 1 else list(_pool(n).map(one, range(n)))
+    codes = [one(0)] if k == 1 else list(_pool(k).map(one, range(k)))
     if any(codes):
         raise RuntimeError(f"interp kernel: no compiled row length {ld}")
 

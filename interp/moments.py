@@ -13,11 +13,14 @@ Two backends run this recursion (`predict(backend=...)`). The torch backend, bel
 batch-shared P_k, Q_k is either one GEMM over the folded batch or one batched product, and
 `MomentRecursion.backward` carries G = 2·sym(∂ŷ/∂Ŝ) down the layers by hand (three batched products per layer).
 The kernel backend (`_kernel_forward` / `_kernel_backward`, the default on CPU): the same forward and backward in
-interp/csrc/moments.cpp, one sequence at a time with its matrices in cache (interp.kernel).
+interp/csrc/moments.cpp, one sequence at a time with its matrices in cache (interp.kernel). For training,
+`half_squared_errors` (FusedHalfSE) runs each sequence's forward, loss and backward in one pass of the kernel.
 Parameters keep their true shapes: padding exists only inside this module and the kernel.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
@@ -217,25 +220,47 @@ def _omega_grad(dOm: Float[Tensor, "L w w"], d: int) -> Float[Tensor, "L 4"]:
     return torch.stack([dOm[:, :d, :d].sum((1, 2)), dOm[:, :d, d].sum(1), dOm[:, d, :d].sum(1), dOm[:, d, d]], 1)
 
 
+def _kernel_maps(W1: Tensor, W2: Tensor | None, kind: str, D: int) -> tuple[int, dict[str, Tensor]]:
+    """(row length ld, the layer maps as the kernel reads them: "P", "Q" (and "Pt" for FULL) in rows of ld lanes)."""
+    W = D + 1
+    ld = kernel.row_length(W)
+
+    def pad(M: Tensor) -> Tensor:  # [..., r, c] → [..., W, ld], zeros beyond
+        return F.pad(M, (0, ld - M.shape[-1], 0, W - M.shape[-2])).contiguous()
+
+    if kind == "full":
+        return ld, {"P": pad(W1), "Q": pad(W2), "Pt": pad(W1.mT)}
+    Om = omega_matrix(W1, D - 1, W)
+    return ld, {"P": pad(Om), "Q": pad(Om.mT)}
+
+
+def _kernel_parts(like: Tensor, kind: str, L: int, H: int, D: int, ld: int) -> list[dict[str, Tensor]]:
+    """Zeroed per-thread parameter-gradient accumulators for a kernel pass over a batch like `like` [B, ...]."""
+    shape = (L, H, D + 1, ld) if kind == "full" else (L, D + 1, ld)
+    full = kind == "full"
+    return [
+        {"dP": like.new_zeros(shape), "dQt": like.new_zeros(shape) if full else None}
+        for _ in range(kernel.threads(like.shape[0]))
+    ]
+
+
+def _kernel_grads(kind: str, D: int, parts: list[dict[str, Tensor]]) -> tuple[Tensor, Tensor | None]:
+    """(∂/∂W1, ∂/∂W2) in MomentRecursion's shapes from the threads' accumulators."""
+    dP = sum(p["dP"] for p in parts)
+    if kind == "full":
+        return dP[..., :D, :D], sum(p["dQt"] for p in parts)[..., :D, :D].mT
+    return _omega_grad(dP[..., : D + 1].mT, D - 1), None
+
+
 def _kernel_forward(ctx, S0, q0, W1, W2, kind: str, save: bool) -> Tensor:
     """MomentRecursion.forward on the fused CPU kernel (interp.kernel): Ŝ of width D + 1 in rows of `ld` lanes.
 
     Only the inputs are kept for the backward, which recomputes each sequence's layers in cache.
     """
     B, D, _ = S0.shape
-    d, W, full = D - 1, D + 1, kind == "full"
-    ld = kernel.row_length(W)
-
-    def pad(M: Tensor) -> Tensor:  # [..., r, c] → [..., W, ld], zeros beyond
-        return F.pad(M, (0, ld - M.shape[-1], 0, W - M.shape[-2])).contiguous()
-
-    if full:
-        t = {"P": pad(W1), "Q": pad(W2), "Pt": pad(W1.mT)}
-    else:
-        Om = omega_matrix(W1, d, W)
-        t = {"P": pad(Om), "Q": pad(Om.mT)}
+    ld, t = _kernel_maps(W1, W2, kind, D)
     t.update(S0=S0.contiguous(), q0=q0.contiguous(), y=S0.new_empty(B))
-    kernel.call(full, ld, W1.shape[0], W1.shape[1] if full else 1, t, None)
+    kernel.call("forward", kind == "full", ld, W1.shape[0], W1.shape[1] if kind == "full" else 1, t)
     if save:
         ctx.kind, ctx.D, ctx.ld, ctx.L, ctx.ws = kind, D, ld, W1.shape[0], t  # ws: the inputs, kept for one backward
     return t["y"]
@@ -243,23 +268,90 @@ def _kernel_forward(ctx, S0, q0, W1, W2, kind: str, save: bool) -> Tensor:
 
 def _kernel_backward(ctx, gy: Tensor) -> tuple:
     """MomentRecursion.backward on the fused CPU kernel: each thread sums its sequences' parameter gradients."""
-    t, D, ld, L, full = ctx.ws, ctx.D, ctx.ld, ctx.L, ctx.kind == "full"
-    B, W = gy.shape[0], D + 1
-    H = t["P"].shape[1] if full else 1
-    shape = (L, H, W, ld) if full else (L, W, ld)
-    n = kernel.threads(B)
-    parts = [{"dP": gy.new_zeros(shape), "dQt": gy.new_zeros(shape) if full else None} for _ in range(n)]
+    t, D, ld, L, kind = ctx.ws, ctx.D, ctx.ld, ctx.L, ctx.kind
+    H = t["P"].shape[1] if kind == "full" else 1
+    parts = _kernel_parts(gy, kind, L, H, D, ld)
     need_input = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
-    G0 = gy.new_empty(B, W, ld) if need_input else None
-    kernel.call(full, ld, L, H, {**t, "gy": gy.contiguous(), "G0": G0}, parts)
+    G0 = gy.new_empty(gy.shape[0], D + 1, ld) if need_input else None
+    kernel.call("backward", kind == "full", ld, L, H, {**t, "gy": gy.contiguous(), "G0": G0}, parts)
     ctx.ws = None
     dS0 = 0.5 * G0[:, :D, :D] if ctx.needs_input_grad[0] else None
     dq0 = G0[:, :D, D].clone() if ctx.needs_input_grad[1] else None
-    dP = sum(p["dP"] for p in parts)
-    if full:
-        dQ = sum(p["dQt"] for p in parts)[..., :D, :D].mT
-        return dS0, dq0, dP[..., :D, :D], dQ, None, None, None
-    return dS0, dq0, _omega_grad(dP[..., :W].mT, D - 1), None, None, None, None
+    return dS0, dq0, *_kernel_grads(kind, D, parts), None, None, None
+
+
+class FusedHalfSE(torch.autograd.Function):
+    """The training loss terms of a batch, with their parameter gradients from the same pass of the kernel.
+
+    Per sequence b: ℓ_b = ½·w_b·(ŷ_b − target_b)² (w the importance weights, or 1), and its loss term c_b = ℓ_b, or
+    with `cap` the trainer's robust guard (interp.train.robust_half_se): c_b = 0 for a non-finite ℓ_b (the sequence
+    is left out), cap·(1 + log(ℓ_b / cap)) above the cap. The kernel runs each sequence's forward from its tokens,
+    then its backward from the layers still in cache, so nothing is recomputed. Returns (c, ℓ), both [B]; only c
+    is differentiable, in W1 and W2, and only through a sum of its entries (an equal gradient for every b).
+    """
+
+    @staticmethod
+    def forward(ctx, W1, W2, tokens, target, weight, kind: str, cap: float | None):
+        B, _, D = tokens.shape
+        L, H = W1.shape[0], W1.shape[1] if kind == "full" else 1
+        ld, t = _kernel_maps(W1, W2, kind, D)
+        t.update(tok=tokens.contiguous(), target=target.contiguous(), y=tokens.new_empty(B), c=tokens.new_empty(B))
+        if weight is not None:
+            t["weight"] = weight.contiguous()
+        parts = _kernel_parts(tokens, kind, L, H, D, ld)
+        kernel.call("fused", kind == "full", ld, L, H, t, parts, cap=cap or 0.0, robust=cap is not None)
+        ctx.grads = _kernel_grads(kind, D, parts)
+        ctx.mark_non_differentiable(t["y"])
+        return t["c"], t["y"]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, gc, _gl):
+        scale = gc.reshape(-1)[0]
+        if not bool((gc == scale).all()):
+            raise RuntimeError("the fused training loss differentiates only a sum or mean of its loss terms")
+        dW1, dW2 = ctx.grads
+        return dW1 * scale, None if dW2 is None else dW2 * scale, None, None, None, None, None
+
+
+def half_squared_errors(
+    model,
+    tokens: Float[Tensor, "batch pos D"],
+    target: Float[Tensor, "batch"],
+    weight: Float[Tensor, "batch"] | None = None,
+    cap: float | None = None,
+) -> tuple[Float[Tensor, "batch"], Float[Tensor, "batch"]]:
+    """(c, ℓ) of FusedHalfSE for a LinearTransformer on the fused CPU kernel (`fused_supported`): the trainer's loss
+    terms, differentiable in the model's parameters through their sum, and the half squared errors."""
+    if not fused_supported(model, tokens):
+        raise ValueError(
+            "the fused training loss needs the compiled kernel, no hooks on the model, and CPU float32/float64 "
+            "tokens of the model's dtype (not requiring grad) with d + 2 <= "
+            f"{kernel.ROW_LENGTHS[-1]}; use the model's forward instead"
+        )
+    kind, W1, W2 = layer_maps(model)
+    target = target.to(tokens.dtype)
+    weight = None if weight is None else weight.to(tokens.dtype)
+    return FusedHalfSE.apply(W1, W2, tokens, target, weight, kind, cap)
+
+
+def fused_supported(model, tokens: Tensor) -> bool:
+    """Whether `half_squared_errors` runs `model` on `tokens`: the kernel takes them, no hook is attached (hooks
+    see activations only on the per-token path), the tokens need no gradient, and the environment variable
+    INTERP_FUSED is not 0 (with 0 the trainer takes the model's forward and the kernel's separate backward)."""
+    if os.environ.get("INTERP_FUSED", "1") == "0":
+        return False
+    return _kernel_takes(model, tokens) and not tokens.requires_grad and not model._hooks_active()
+
+
+def _kernel_takes(model, tokens: Tensor) -> bool:
+    """Whether the kernel runs `model` on `tokens` (CPU float32 / float64 tokens of the model's own dtype and
+    device, d + 2 no wider than the widest compiled row)."""
+    weight = next(model.parameters())
+    return (
+        kernel.supports(tokens, model.cfg.d_model + 1)
+        and (weight.device, weight.dtype) == (tokens.device, tokens.dtype)  # else torch raises on the mismatch
+    )
 
 
 def omega_matrix(omegas: Float[Tensor, "L 4"], d: int, width: int) -> Float[Tensor, "L width width"]:
@@ -285,13 +377,7 @@ def predict(
     D = cfg.d_model
     if backend not in ("auto", "kernel", "torch"):
         raise ValueError(f"backend must be auto, kernel or torch, got {backend!r}")
-    weight = next(model.parameters())
-    on_kernel = (
-        width is None
-        and backend != "torch"
-        and kernel.supports(tokens, D + 1)
-        and (weight.device, weight.dtype) == (tokens.device, tokens.dtype)  # else torch raises on the mismatch
-    )
+    on_kernel = width is None and backend != "torch" and _kernel_takes(model, tokens)
     if backend == "kernel" and not on_kernel:
         raise ValueError(
             "backend='kernel' needs the compiled kernel (interp.kernel.available()), CPU float32/float64 tokens "

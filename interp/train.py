@@ -16,6 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from interp import checkpoints as ck
+from interp import moments
 from interp.config import TrainConfig, check_device
 from interp.model import LinearTransformer
 from interp.run import Run
@@ -105,6 +106,7 @@ def robust_half_se(per_seq: torch.Tensor, cap: float) -> torch.Tensor:
 
     A blown-up sequence then pulls with the gradient of cap·log ℓ, i.e. ∇ℓ / ℓ: bounded relative to
     the prediction it corrects, instead of ∇ℓ, which overflows float32 through a degree-3^L polynomial.
+    The kernel's fused training pass computes the same function (interp/csrc/moments.cpp, fused()).
     """
     compressed = cap * (1 + torch.log(per_seq.clamp_min(cap) / cap))  # clamped: no log(0) in the unused branch
     return torch.where(per_seq > cap, compressed, per_seq)
@@ -118,6 +120,7 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
     loss, or its gradient, into inf. With `cfg.guard == "robust"` (the default) a sequence whose ½·error²
     is not finite is left out of that batch (the loss is still divided by the full batch size), and one
     above GUARD_CAP·d enters through `robust_half_se`; every other sequence keeps exactly its ½·error².
+    On the CPU kernel the same loss and its gradients come from one fused pass (interp.moments.half_squared_errors).
     """
     dtype, weight = cfg.model.torch_dtype, None
     if cfg.stress:
@@ -139,12 +142,22 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
             cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, x_cov=cfg.x_cov, dtype=dtype, device=cfg.device
         )
 
+    cap = None if cfg.guard == "none" else GUARD_CAP * cfg.model.d
+    if moments.fused_supported(model, batch.tokens):  # the kernel's training pass: the same loss, one pass
+        terms, per_seq = moments.half_squared_errors(model, batch.tokens, batch.target, weight, cap)
+        if cap is None:
+            return terms.mean(), 0
+        kept = int(torch.isfinite(per_seq).sum())
+        if kept == 0:
+            return per_seq.mean(), cfg.batch
+        return terms.sum() / cfg.batch, cfg.batch - kept
+
     def half_se(keep=slice(None)):
         per = 0.5 * (model(batch.tokens[keep]) - batch.target[keep]) ** 2
         return per if weight is None else per * weight[keep]  # p/q: the batch still estimates E_p[½·error²]
 
     per_seq = half_se()
-    if cfg.guard == "none":
+    if cap is None:
         return per_seq.mean(), 0
     finite = torch.isfinite(per_seq.detach())
     kept = int(finite.sum())
@@ -152,7 +165,7 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
         per_seq = half_se(finite)
     elif kept == 0:
         return per_seq.mean(), cfg.batch
-    return robust_half_se(per_seq, GUARD_CAP * cfg.model.d).sum() / cfg.batch, cfg.batch - kept
+    return robust_half_se(per_seq, cap).sum() / cfg.batch, cfg.batch - kept
 
 
 def adam(params, lr: float) -> torch.optim.Adam:

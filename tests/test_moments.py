@@ -82,6 +82,94 @@ def test_fast_path_matches_per_token_values_and_gradients(param, L, H, d, backen
     assert any(b.abs().max() > 0 for b in g_ref[1:])
 
 
+def _half_se_reference(model, tokens, target, weight, cap):
+    """(c, ℓ) of the trainer's loss from the per-token path: ℓ = ½·w·(ŷ − target)², c = ℓ or robust_half_se(ℓ)
+    with the non-finite ℓ left out (0)."""
+    from interp.train import robust_half_se
+
+    per = 0.5 * (_reference(model)(tokens) - target) ** 2 * weight
+    if cap is None:
+        return per, per
+    finite = torch.isfinite(per)
+    return torch.where(finite, robust_half_se(torch.where(finite, per, 0.0), cap), 0.0), per
+
+
+@pytest.mark.parametrize("param", ["full", "diag", "gdpp"])
+@pytest.mark.parametrize("L,H,d", CASES)
+def test_fused_training_loss_matches_per_token_values_and_gradients(param, L, H, d):
+    """The kernel's fused training pass (forward, loss, backward per sequence, nothing recomputed) against the
+    per-token path: plain and with the robust guard (cap at the median ℓ, so both branches run), weighted."""
+    tokens = _tokens(d, batch=8)
+    model = _model(param, L, H, d, tokens)
+    target = torch.linspace(-1.0, 1.0, 8, dtype=torch.float64)
+    weight = torch.linspace(0.5, 2.0, 8, dtype=torch.float64)
+    params = list(model.parameters())
+    with torch.no_grad():
+        cap = (0.5 * (_reference(model)(tokens) - target) ** 2 * weight).median().item()
+    for c_cap in (None, cap):
+        c_ref, l_ref = _half_se_reference(model, tokens, target, weight, c_cap)
+        g_ref = torch.autograd.grad(c_ref.sum() / 8, params)
+        c, ell = moments.half_squared_errors(model, tokens, target, weight, c_cap)
+        g = torch.autograd.grad(c.sum() / 8, params)
+        if c_cap is not None:
+            assert 0 < int((l_ref > c_cap).sum()) < 8  # both branches of the guard
+        torch.testing.assert_close(ell, l_ref.detach(), rtol=1e-12, atol=1e-12 * l_ref.abs().max().item())
+        torch.testing.assert_close(c, c_ref.detach(), rtol=1e-12, atol=1e-12 * c_ref.abs().max().item())
+        for (name, _), a, b in zip(model.named_parameters(), g, g_ref):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10 * b.abs().max(), msg=name)
+        assert any(b.abs().max() > 0 for b in g_ref)
+
+
+@pytest.mark.parametrize("param", ["full", "diag"])
+def test_fused_training_loss_leaves_out_non_finite_sequences(param):
+    """With the guard a sequence whose ℓ is inf or nan adds 0 and no gradient; the others are untouched."""
+    tokens = _tokens(5, batch=6)
+    model = _model(param, 3, 2, 5, tokens)
+    target = torch.tensor([0.1, float("inf"), -0.3, float("nan"), 0.2, 0.0], dtype=torch.float64)
+    weight = torch.ones(6, dtype=torch.float64)
+    c, ell = moments.half_squared_errors(model, tokens, target, weight, cap=1.0)
+    assert torch.isinf(ell[1]) and torch.isnan(ell[3]) and c[1] == 0 and c[3] == 0
+    keep = torch.tensor([0, 2, 4, 5])
+    c_ref, _ = _half_se_reference(model, tokens[keep], target[keep], weight[keep], 1.0)
+    torch.testing.assert_close(c[keep], c_ref.detach(), rtol=1e-12, atol=1e-14)
+    g = torch.autograd.grad(c.sum(), list(model.parameters()))
+    g_ref = torch.autograd.grad(c_ref.sum(), list(model.parameters()))
+    for a, b in zip(g, g_ref):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10 * b.abs().max())
+
+
+def test_fused_training_loss_threads_and_limits(monkeypatch):
+    """1 and 3 threads agree; only sums of the loss terms are differentiable; unsupported inputs are refused."""
+    tokens = _tokens(10, batch=200)
+    target = torch.zeros(200, dtype=torch.float64)
+    model = _model("full", 4, 2, 10, tokens)
+    before, out = torch.get_num_threads(), {}
+    for n in (1, 3):
+        torch.set_num_threads(n)
+        try:
+            c, _ = moments.half_squared_errors(model, tokens, target, cap=1e-3)
+            out[n] = (c.detach(), torch.autograd.grad(c.mean(), list(model.parameters())))
+        finally:
+            torch.set_num_threads(before)
+    torch.testing.assert_close(out[3][0], out[1][0], rtol=0, atol=0)  # every sequence is computed alone
+    for a, b in zip(out[3][1], out[1][1]):
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13 * b.abs().max())
+    c, _ = moments.half_squared_errors(model, tokens, target)
+    with pytest.raises(RuntimeError, match="only a sum or mean"):
+        (c * torch.linspace(0, 1, 200, dtype=torch.float64)).sum().backward()
+    assert moments.fused_supported(model, tokens)
+    monkeypatch.setenv("INTERP_FUSED", "0")
+    assert not moments.fused_supported(model, tokens)
+    monkeypatch.delenv("INTERP_FUSED")
+    assert not moments.fused_supported(model, tokens.float())  # the model is float64
+    assert not moments.fused_supported(model, tokens.clone().requires_grad_(True))
+    with model.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: x)]):
+        assert not moments.fused_supported(model, tokens)
+        with pytest.raises(ValueError, match="fused training loss needs the compiled kernel"):
+            moments.half_squared_errors(model, tokens, target)
+
+
 @pytest.mark.parametrize("param", ["full", "diag", "gdpp"])
 def test_padding_is_exact_at_any_width(param):
     """The recursion at its own width, padded by 1 or by 6 zero rows and columns: same values, same gradients."""

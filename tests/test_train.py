@@ -116,6 +116,43 @@ def test_guard_drops_overflowing_sequences_and_compresses_blown_up_ones():
     assert n_none == 0 and not torch.isfinite(with_none)
 
 
+FUSED_CASES = [("full", 0.05, "robust", 0.25), ("diag", 0.08, "robust", None), ("gdpp", 0.3, "none", 0.25)]
+
+
+@pytest.mark.parametrize("param,size,guard,stress", FUSED_CASES)
+def test_fused_training_pass_gives_the_trainers_loss_and_gradients(param, size, guard, stress, monkeypatch):
+    """On CPU the trainer takes the kernel's fused pass (interp.moments.half_squared_errors): the same loss,
+    dropped count and gradients as the model's forward and autograd, float64, with overflowing sequences."""
+    from interp import moments
+    from interp.train import _loss
+
+    model_cfg = ModelConfig(d=3, n_layers=6, param=param, dtype="float64")
+    cfg = small_cfg(model=model_cfg, batch=256, noise="uniform:5", guard=guard, stress=stress, stress_scale=1.5)
+    model = interp.LinearTransformer(cfg.model, init=False)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # weights of `size`: some sequences overflow float64 over 6 layers, more blow up finitely
+        for p in model.parameters():
+            p.copy_(size + 0.01 * torch.randn(p.shape, generator=g, dtype=torch.float64))
+    probe = torch.zeros(2, cfg.n + 1, 4, dtype=torch.float64)
+    assert moments.fused_supported(model, probe)  # the first pass below is the fused one
+    out = {}
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(moments, "fused_supported", lambda *a: False)
+        loss, dropped = _loss(model, cfg, torch.Generator().manual_seed(5))
+        grads = torch.autograd.grad(loss, list(model.parameters())) if math.isfinite(loss.item()) else None
+        out[fused] = loss.detach(), dropped, grads
+    (l1, n1, g1), (l0, n0, g0) = out[True], out[False]
+    assert n1 == n0 and (n1 > 0) == (guard == "robust")  # the premise: the guard had sequences to drop
+    if guard == "none":
+        assert not torch.isfinite(l1) and not torch.isfinite(l0)
+        return
+    torch.testing.assert_close(l1, l0, rtol=1e-12, atol=0)
+    for a, b in zip(g1, g0):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10 * b.abs().max())
+
+
 def test_stress_weights_each_sequence_by_p_over_q():
     """With stress > 0 the batch comes from interp.tasks.stressed_tasks and each ½·error² is weighted by p/q;
     stress 0 (the presets' value, and that of a config written before the field) draws sample_tasks' batch."""

@@ -6,10 +6,14 @@
 // Nothing per sequence is kept between the forward and the backward call: the backward recomputes each
 // sequence's forward in L1 before differentiating it. Keeping the layers instead cost more (2048 sequences of
 // a 7-layer model are 11-33 MB, far beyond L2; measured 1.3-2.5x slower per sequence than in cache).
+// The training mode (fused) needs no recomputation: it reads each sequence's tokens, runs its forward, its
+// half squared error and that loss's derivative, and its backward while the layers are still in L1.
 // Plain C ABI, called through ctypes with the data pointers of contiguous torch tensors; a call handles the
 // sequences [b0, b1), so Python threads can split a batch (ctypes releases the GIL during the call).
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -159,17 +163,23 @@ inline void transpose(T* __restrict Ct, const T* __restrict C, int W) {
 
 template <typename T>
 struct Args {
-  int64_t B, D, L, H, b0, b1;
-  const T* S0;  // [B, D, D]
+  int64_t D, L, H, b0, b1, n;
+  const T* S0;  // [B, D, D], or null: built from tok (fused mode)
   const T* q0;  // [B, D]
   const T* P;   // FULL: [L, H, W, LD] zero-padded P_k;  DIAG: Omega [L, W, LD]
   const T* Q;   // FULL: [L, H, W, LD] zero-padded Q_k;  DIAG: Omega^T [L, W, LD]
   const T* Pt;  // FULL: [L, H, W, LD] P_k^T;            DIAG: unused
-  T* y;         // [B] the prediction (forward)
+  T* y;         // [B] forward: the prediction;  fused: the half squared error l_b = w_b (y-hat_b - target_b)^2 / 2
   const T* gy;  // [B] d/dy (backward)
   T* dP;        // backward, this call's partial sums. FULL: dP_k [L, H, W, LD];  DIAG: dOmega^T [L, W, LD]
   T* dQt;       // FULL: dQ_k^T [L, H, W, LD]
   T* G0;        // [B, W, LD] G at the input, or null when the input needs no gradient
+  const T* tok;     // fused: the tokens [B, n + 1, D] (n context tokens, then the query)
+  const T* target;  // fused: [B]
+  const T* weight;  // fused: [B] importance weights, or null for 1
+  T* c;             // fused: [B] the loss term of each sequence (see fused())
+  T cap;            // fused: the robust guard's cap, used when robust
+  int robust;       // fused: 1 for the trainer's robust guard, 0 for the plain half squared error
 };
 
 // One sequence's forward state, reused from sequence to sequence so that it stays in L1: S-hat^l for every
@@ -189,10 +199,30 @@ T forward_seq(const Args<T>& a, int64_t b, Seq<T>& st) {
   const int64_t D = a.D, W = D + 1, L = a.L, H = a.H, d = D - 1, M = W * LD;
   T* S = st.S.data();
   std::memset(S, 0, sizeof(T) * M);  // S-hat^0 = [[S, e_q], [e_q^T, 0]]
-  const T* s0 = a.S0 + b * D * D;
-  const T* q0 = a.q0 + b * D;
+  const T* q0;
+  if (a.S0) {
+    const T* s0 = a.S0 + b * D * D;
+    q0 = a.q0 + b * D;
+    for (int64_t i = 0; i < D; ++i) std::memcpy(S + i * LD, s0 + i * D, sizeof(T) * D);
+  } else {  // S = sum_{j <= n} e_j e_j^T over the context (the query is not a key)
+    using V = typename Simd<T, LD>::V;
+    constexpr int NV = Simd<T, LD>::NV, NL = Simd<T, LD>::NL;
+    const T* e = a.tok + b * (a.n + 1) * D;
+    T* row = st.T_.data();  // a context token in LD lanes, zero beyond D
+    std::memset(row, 0, sizeof(T) * LD);
+    for (int64_t j = 0; j < a.n; ++j) {
+      std::memcpy(row, e + j * D, sizeof(T) * D);
+      V r[NV];
+      std::memcpy(r, row, sizeof r);
+      for (int64_t i = 0; i < D; ++i)
+        for (int v = 0; v < NV; ++v) {
+          V acc = vload<T, LD>(S + i * LD + v * NL);
+          vstore<T, LD>(S + i * LD + v * NL, acc + row[i] * r[v]);
+        }
+    }
+    q0 = e + a.n * D;
+  }
   for (int64_t i = 0; i < D; ++i) {
-    std::memcpy(S + i * LD, s0 + i * D, sizeof(T) * D);
     S[i * LD + D] = q0[i];
     S[D * LD + i] = q0[i];
   }
@@ -244,163 +274,204 @@ void forward(const Args<T>& a) {
   for (int64_t b = a.b0; b < a.b1; ++b) a.y[b] = forward_seq<T, LD, FULL>(a, b, st);
 }
 
+// Buffers of one sequence's backward, reused from sequence to sequence.
+template <typename T>
+struct Grad {
+  std::vector<T> buf;
+  T *G, *Gn, *U, *dN, *Nt, *X, *R, *Rt, *av, *dq, *w;
+  Grad(int64_t W, int64_t LD) : buf(8 * W * LD + 3 * LD, T(0)) {
+    const int64_t M = W * LD;
+    G = buf.data(), Gn = G + M, U = Gn + M, dN = U + M, Nt = dN + M, X = Nt + M, R = X + M, Rt = R + M;
+    av = Rt + M, dq = av + LD, w = dq + LD;
+  }
+};
+
+// Adds sequence b's parameter gradients, for d/dy-hat = gy, into a.dP (a.dQt) and writes G at its input into
+// a.G0 when that is not null; st holds the sequence's forward (forward_seq).
 template <typename T, int LD, bool FULL>
-void backward(const Args<T>& a) {
+void backward_seq(const Args<T>& a, int64_t b, const Seq<T>& st, Grad<T>& g, T gy) {
   const int64_t D = a.D, W = D + 1, L = a.L, H = a.H, d = D - 1, M = W * LD;
-  Seq<T> st(L, H, W, LD, FULL);
-  std::vector<T> buf(8 * M + 3 * LD, T(0));
-  T *G = buf.data(), *Gn = G + M, *U = Gn + M, *dN = U + M, *Nt = dN + M, *X = Nt + M, *R = X + M, *Rt = R + M;
-  T *av = Rt + M, *dq = av + LD, *w = dq + LD;
+  T *G = g.G, *Gn = g.Gn, *U = g.U, *dN = g.dN, *Nt = g.Nt, *X = g.X, *R = g.R, *Rt = g.Rt;
+  T *av = g.av, *dq = g.dq, *w = g.w;
   T* Nd = X;  // DIAG rebuilds N where FULL keeps X
   const bool need_input = a.G0 != nullptr;
+  const T* S = st.S.data();
+  const T* Sl = S + (L - 1) * M;
+  const T* q = Sl + D * LD;  // row D = the query column
+  const T* ay = st.ay.data();
+  for (int i = 0; i < LD; ++i) {
+    av[i] = -gy * q[i];   // d/d(A^T[:, y])
+    dq[i] = -gy * ay[i];  // d/d(query column)
+  }
+  dq[d] -= gy;
+  std::memset(G, 0, sizeof(T) * M);
+  if (FULL) {
+    for (int64_t k = 0; k < H; ++k) {
+      const T* Pk = a.P + ((L - 1) * H + k) * M;
+      const T* Qk = a.Q + ((L - 1) * H + k) * M;
+      const T* v = st.v.data() + k * LD;
+      for (int64_t i = 0; i < W; ++i) {  // w = Q_k a
+        T s = 0;
+        for (int64_t j = 0; j < W; ++j) s += Qk[i * LD + j] * av[j];
+        w[i] = s;
+      }
+      T* dPk = a.dP + ((L - 1) * H + k) * M + d * LD;  // row y of dP_k += (S w)^T
+      for (int64_t j = 0; j < W; ++j)
+        for (int i = 0; i < LD; ++i) dPk[i] += w[j] * Sl[j * LD + i];
+      T* dQk = a.dQt + ((L - 1) * H + k) * M;  // dQ_k^T += a v^T
+      const T* p = Pk + d * LD;
+      for (int64_t i = 0; i < W; ++i) {
+        for (int j = 0; j < LD; ++j) dQk[i * LD + j] += av[i] * v[j];
+        for (int j = 0; j < LD; ++j) G[i * LD + j] += w[i] * p[j] + p[i] * w[j];  // w p^T + p w^T
+      }
+    }
+  } else {
+    const T* om = a.P + (L - 1) * M + d * LD;
+    T* dOmT = a.dP + (L - 1) * M;  // row y of dOmega = column y of the transposed accumulator
+    for (int64_t i = 0; i < W; ++i) {
+      dOmT[i * LD + d] += av[i] * Sl[d * LD + i];
+      const T u = av[i] * om[i];
+      G[i * LD + d] += u;
+      G[d * LD + i] += u;
+    }
+  }
+  for (int64_t i = 0; i < W; ++i) {
+    G[i * LD + D] += dq[i];
+    G[D * LD + i] += dq[i];
+  }
+  for (int64_t l = L - 2; l >= 0; --l) {
+    const T* Sc = S + l * M;
+    const bool next = l > 0 || need_input;
+    const T* N;
+    if (FULL) {
+      N = st.N.data() + l * M;
+      if (next) transpose<T, LD>(Nt, N, W);
+    } else {  // N = I + S (.) Omega^T, N^T = I + S (.) Omega
+      const T* OmT = a.Q + l * M;
+      const T* Om = a.P + l * M;
+      rowwise<T, LD>(W, [&](int o) {
+        const auto s = vload<T, LD>(Sc + o);
+        vstore<T, LD>(Nd + o, s * vload<T, LD>(OmT + o));
+        vstore<T, LD>(Nt + o, s * vload<T, LD>(Om + o));
+      });
+      for (int64_t i = 0; i < W; ++i) {
+        Nd[i * LD + i] += T(1);
+        Nt[i * LD + i] += T(1);
+      }
+      N = Nd;
+    }
+    mm<T, LD>(U, N, G, W);    // N G
+    mm<T, LD>(dN, Sc, U, W);  // d/dN of N^T S N: S N G (G = 2 sym(d/dS'))
+    if (next) mm<T, LD>(Gn, U, Nt, W);  // through S directly: N G N^T
+    if (FULL) {  // A^T = sum_k Q_k^T S P_k^T
+      for (int64_t k = 0; k < H; ++k) {
+        const T* Pk = a.P + (l * H + k) * M;
+        const T* Qk = a.Q + (l * H + k) * M;
+        mm<T, LD>(X, dN, Pk, W);                           // X = dN P_k
+        mm_acc<T, LD>(a.dQt + (l * H + k) * M, X, Sc, W);  // dQ_k^T += X S
+        mtm<T, LD, true>(a.dP + (l * H + k) * M, dN, st.Y.data() + (l * H + k) * M, W);  // dP_k += dN^T Y_k
+        if (next) {  // R^T = Q_k X, summed over heads
+          if (k == 0) mm<T, LD>(R, Qk, X, W);
+          else mm_acc<T, LD>(R, Qk, X, W);
+        }
+      }
+    } else {  // A^T = S (.) Omega^T
+      const T* OmT = a.Q + l * M;
+      T* dOmT = a.dP + l * M;
+      rowwise<T, LD>(W, [&](int o) {
+        const auto n = vload<T, LD>(dN + o);
+        vstore<T, LD>(dOmT + o, vload<T, LD>(dOmT + o) + n * vload<T, LD>(Sc + o));
+        vstore<T, LD>(R + o, n * vload<T, LD>(OmT + o));  // dA^T (.) Omega^T
+      });
+    }
+    if (next) {  // G' = N G N^T + R + R^T
+      transpose<T, LD>(Rt, R, W);
+      rowwise<T, LD>(W, [&](int o) {
+        vstore<T, LD>(Gn + o, vload<T, LD>(Gn + o) + vload<T, LD>(R + o) + vload<T, LD>(Rt + o));
+      });
+      std::swap(G, Gn);
+    }
+  }
+  if (need_input) std::memcpy(a.G0 + b * M, G, sizeof(T) * M);
+}
+
+template <typename T, int LD, bool FULL>
+void backward(const Args<T>& a) {
+  Seq<T> st(a.L, a.H, a.D + 1, LD, FULL);
+  Grad<T> g(a.D + 1, LD);
   for (int64_t b = a.b0; b < a.b1; ++b) {
     const T gy = a.gy[b];
-    if (gy == T(0) && !need_input) continue;  // e.g. a sequence the training guard left out
+    if (gy == T(0) && a.G0 == nullptr) continue;  // e.g. a sequence the training guard left out
     forward_seq<T, LD, FULL>(a, b, st);
-    const T* S = st.S.data();
-    const T* Sl = S + (L - 1) * M;
-    const T* q = Sl + D * LD;  // row D = the query column
-    const T* ay = st.ay.data();
-    for (int i = 0; i < LD; ++i) {
-      av[i] = -gy * q[i];   // d/d(A^T[:, y])
-      dq[i] = -gy * ay[i];  // d/d(query column)
-    }
-    dq[d] -= gy;
-    std::memset(G, 0, sizeof(T) * M);
-    if (FULL) {
-      for (int64_t k = 0; k < H; ++k) {
-        const T* Pk = a.P + ((L - 1) * H + k) * M;
-        const T* Qk = a.Q + ((L - 1) * H + k) * M;
-        const T* v = st.v.data() + k * LD;
-        for (int64_t i = 0; i < W; ++i) {  // w = Q_k a
-          T s = 0;
-          for (int64_t j = 0; j < W; ++j) s += Qk[i * LD + j] * av[j];
-          w[i] = s;
-        }
-        T* dPk = a.dP + ((L - 1) * H + k) * M + d * LD;  // row y of dP_k += (S w)^T
-        for (int64_t j = 0; j < W; ++j)
-          for (int i = 0; i < LD; ++i) dPk[i] += w[j] * Sl[j * LD + i];
-        T* dQk = a.dQt + ((L - 1) * H + k) * M;  // dQ_k^T += a v^T
-        const T* p = Pk + d * LD;
-        for (int64_t i = 0; i < W; ++i) {
-          for (int j = 0; j < LD; ++j) dQk[i * LD + j] += av[i] * v[j];
-          for (int j = 0; j < LD; ++j) G[i * LD + j] += w[i] * p[j] + p[i] * w[j];  // w p^T + p w^T
-        }
-      }
-    } else {
-      const T* om = a.P + (L - 1) * M + d * LD;
-      T* dOmT = a.dP + (L - 1) * M;  // row y of dOmega = column y of the transposed accumulator
-      for (int64_t i = 0; i < W; ++i) {
-        dOmT[i * LD + d] += av[i] * Sl[d * LD + i];
-        const T u = av[i] * om[i];
-        G[i * LD + d] += u;
-        G[d * LD + i] += u;
-      }
-    }
-    for (int64_t i = 0; i < W; ++i) {
-      G[i * LD + D] += dq[i];
-      G[D * LD + i] += dq[i];
-    }
-    for (int64_t l = L - 2; l >= 0; --l) {
-      const T* Sc = S + l * M;
-      const bool next = l > 0 || need_input;
-      const T* N;
-      if (FULL) {
-        N = st.N.data() + l * M;
-        if (next) transpose<T, LD>(Nt, N, W);
-      } else {  // N = I + S (.) Omega^T, N^T = I + S (.) Omega
-        const T* OmT = a.Q + l * M;
-        const T* Om = a.P + l * M;
-        rowwise<T, LD>(W, [&](int o) {
-          const auto s = vload<T, LD>(Sc + o);
-          vstore<T, LD>(Nd + o, s * vload<T, LD>(OmT + o));
-          vstore<T, LD>(Nt + o, s * vload<T, LD>(Om + o));
-        });
-        for (int64_t i = 0; i < W; ++i) {
-          Nd[i * LD + i] += T(1);
-          Nt[i * LD + i] += T(1);
-        }
-        N = Nd;
-      }
-      mm<T, LD>(U, N, G, W);    // N G
-      mm<T, LD>(dN, Sc, U, W);  // d/dN of N^T S N: S N G (G = 2 sym(d/dS'))
-      if (next) mm<T, LD>(Gn, U, Nt, W);  // through S directly: N G N^T
-      if (FULL) {  // A^T = sum_k Q_k^T S P_k^T
-        for (int64_t k = 0; k < H; ++k) {
-          const T* Pk = a.P + (l * H + k) * M;
-          const T* Qk = a.Q + (l * H + k) * M;
-          mm<T, LD>(X, dN, Pk, W);                           // X = dN P_k
-          mm_acc<T, LD>(a.dQt + (l * H + k) * M, X, Sc, W);  // dQ_k^T += X S
-          mtm<T, LD, true>(a.dP + (l * H + k) * M, dN, st.Y.data() + (l * H + k) * M, W);  // dP_k += dN^T Y_k
-          if (next) {  // R^T = Q_k X, summed over heads
-            if (k == 0) mm<T, LD>(R, Qk, X, W);
-            else mm_acc<T, LD>(R, Qk, X, W);
-          }
-        }
-      } else {  // A^T = S (.) Omega^T
-        const T* OmT = a.Q + l * M;
-        T* dOmT = a.dP + l * M;
-        rowwise<T, LD>(W, [&](int o) {
-          const auto n = vload<T, LD>(dN + o);
-          vstore<T, LD>(dOmT + o, vload<T, LD>(dOmT + o) + n * vload<T, LD>(Sc + o));
-          vstore<T, LD>(R + o, n * vload<T, LD>(OmT + o));  // dA^T (.) Omega^T
-        });
-      }
-      if (next) {  // G' = N G N^T + R + R^T
-        transpose<T, LD>(Rt, R, W);
-        rowwise<T, LD>(W, [&](int o) {
-          vstore<T, LD>(Gn + o, vload<T, LD>(Gn + o) + vload<T, LD>(R + o) + vload<T, LD>(Rt + o));
-        });
-        std::swap(G, Gn);
-      }
-    }
-    if (need_input) std::memcpy(a.G0 + b * M, G, sizeof(T) * M);
+    backward_seq<T, LD, FULL>(a, b, st, g, gy);
   }
 }
 
-template <typename T, int LD>
-int run(int full, int grad, const Args<T>& a) {
-  if (full) {
-    if (grad) backward<T, LD, true>(a);
-    else forward<T, LD, true>(a);
-  } else {
-    if (grad) backward<T, LD, false>(a);
-    else forward<T, LD, false>(a);
+// Training mode: per sequence, the forward from its tokens, l = w (y-hat - target)^2 / 2 into a.y, the loss term
+// c into a.c, and the parameter gradients of c, from the layers still in cache. Plain (robust = 0): c = l. The
+// trainer's robust guard (interp.train.robust_half_se): c = 0 for a non-finite l (the sequence is left out),
+// cap (1 + log(l / cap)) above the cap, l below.
+template <typename T, int LD, bool FULL>
+void fused(const Args<T>& a) {
+  Seq<T> st(a.L, a.H, a.D + 1, LD, FULL);
+  Grad<T> g(a.D + 1, LD);
+  for (int64_t b = a.b0; b < a.b1; ++b) {
+    const T e = forward_seq<T, LD, FULL>(a, b, st) - a.target[b];
+    const T wb = a.weight ? a.weight[b] : T(1);
+    const T l = T(0.5) * (e * e) * wb;
+    T c = l, dc = e * wb;  // dc = dc/dy-hat
+    if (a.robust && !std::isfinite(l)) {
+      c = dc = T(0);
+    } else if (a.robust && l > a.cap) {
+      c = a.cap * (T(1) + std::log(l / a.cap));
+      dc *= a.cap / l;
+    }
+    a.y[b] = l;
+    a.c[b] = c;
+    if (dc != T(0)) backward_seq<T, LD, FULL>(a, b, st, g, dc);
   }
-  return 0;
+}
+
+template <typename T, int LD, bool FULL>
+void run(int mode, const Args<T>& a) {
+  if (mode == 0) forward<T, LD, FULL>(a);
+  else if (mode == 1) backward<T, LD, FULL>(a);
+  else fused<T, LD, FULL>(a);
 }
 
 template <typename T>
-int dispatch(int64_t ld, int full, int grad, const Args<T>& a) {
-  switch (ld) {
-    case 8: return run<T, 8>(full, grad, a);
-    case 16: return run<T, 16>(full, grad, a);
-    case 32: return run<T, 32>(full, grad, a);
-    case 64: return run<T, 64>(full, grad, a);
+int call(int mode, int full, const int64_t* dims, void* const* p, double cap, int robust) {
+  // dims: ld, D, L, H, b0, b1, n.  p: S0, q0, P, Q, Pt, y, gy, dP, dQt, G0, tok, target, weight, c
+  Args<T> a{dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], (const T*)p[0], (const T*)p[1], (const T*)p[2],
+            (const T*)p[3], (const T*)p[4], (T*)p[5], (const T*)p[6], (T*)p[7], (T*)p[8], (T*)p[9],
+            (const T*)p[10], (const T*)p[11], (const T*)p[12], (T*)p[13], T(cap), robust};
+  auto go = [&](auto ld) {
+    constexpr int LD = decltype(ld)::value;
+    full ? run<T, LD, true>(mode, a) : run<T, LD, false>(mode, a);
+    return 0;
+  };
+  switch (dims[0]) {
+    case 8: return go(std::integral_constant<int, 8>{});
+    case 16: return go(std::integral_constant<int, 16>{});
+    case 32: return go(std::integral_constant<int, 32>{});
+    case 64: return go(std::integral_constant<int, 64>{});
     default: return 1;
   }
-}
-
-template <typename T>
-int call(int full, int grad, int64_t ld, int64_t B, int64_t D, int64_t L, int64_t H, int64_t b0, int64_t b1,
-         const void* S0, const void* q0, const void* P, const void* Q, const void* Pt, void* y, const void* gy,
-         void* dP, void* dQt, void* G0) {
-  Args<T> a{B, D, L, H, b0, b1, (const T*)S0, (const T*)q0, (const T*)P, (const T*)Q, (const T*)Pt,
-            (T*)y, (const T*)gy, (T*)dP, (T*)dQt, (T*)G0};
-  return dispatch<T>(ld, full, grad, a);
 }
 
 }  // namespace
 
 extern "C" {
 
-// dtype: 0 float32, 1 float64; full: 1 FULL, 0 DIAG; grad: 0 forward (writes y), 1 backward (reads gy, adds
-// into dP, dQt, writes G0 if not null). Returns 0, or 1 for a row length ld that was not compiled.
-int interp_moments(int dtype, int full, int grad, int64_t ld, int64_t B, int64_t D, int64_t L, int64_t H,
-                   int64_t b0, int64_t b1, const void* S0, const void* q0, const void* P, const void* Q,
-                   const void* Pt, void* y, const void* gy, void* dP, void* dQt, void* G0) {
-  if (dtype == 0) return call<float>(full, grad, ld, B, D, L, H, b0, b1, S0, q0, P, Q, Pt, y, gy, dP, dQt, G0);
-  return call<double>(full, grad, ld, B, D, L, H, b0, b1, S0, q0, P, Q, Pt, y, gy, dP, dQt, G0);
+// The version of this interface; interp.kernel loads no file that answers otherwise.
+int interp_moments_abi() { return 2; }
+
+// dtype: 0 float32, 1 float64; mode: 0 forward (writes y), 1 backward (reads gy, adds into dP, dQt, writes G0 if
+// not null), 2 fused training pass (reads tok, target, weight; writes y, c; adds into dP, dQt); full: 1 FULL,
+// 0 DIAG. dims and p as in call(). Returns 0, or 1 for a row length that was not compiled.
+int interp_moments(int dtype, int mode, int full, const int64_t* dims, void* const* p, double cap, int robust) {
+  if (dtype == 0) return call<float>(mode, full, dims, p, cap, robust);
+  return call<double>(mode, full, dims, p, cap, robust);
 }
 
 }  // extern "C"
