@@ -28,7 +28,7 @@ from torch import nn
 from interp import kernel, moments
 from interp.config import ModelConfig
 from interp.model import LinearTransformer
-from interp.tasks import sample_tasks
+from interp.tasks import draw_tasks, sample_tasks
 from interp.train import adam
 
 WIDTHS = {1: (3, 4, 8), 5: (7, 8), 10: (12, 16), 15: (17, 20, 24)}  # d → widths of Ŝ to try (d + 2 first)
@@ -89,15 +89,17 @@ class AutogradMoments(nn.Module):
 
 
 def step_fn(model: nn.Module, gen: torch.Generator, batch: int, d: int, n: int):
-    """One Adam step on a fresh batch. interp's models take the trainer's path: the kernel's fused training pass
-    (interp.moments.half_squared_errors, as interp.train uses it) where it runs, else the model's forward."""
+    """One Adam step on a fresh batch. interp's models take the trainer's path: the kernel's fused training pass on
+    the batch's draw (interp.moments.half_squared_errors, as interp.train uses it) where it runs, else the model's
+    forward on the batch's tokens."""
     opt = adam(model.parameters(), 1e-5)  # as interp.train runs it
 
     def step():
-        data = sample_tasks(batch, d, n, "uniform:5", gen)
-        if isinstance(model, LinearTransformer) and moments.fused_supported(model, data.tokens):
-            loss = moments.half_squared_errors(model, data.tokens, data.target)[0].mean()
+        draw = draw_tasks(batch, d, n, "uniform:5", gen)
+        if isinstance(model, LinearTransformer) and moments.fused_supported(model, draw.x):
+            loss = moments.half_squared_errors(model, draw)[0].mean()
         else:
+            data = draw.batch()
             loss = 0.5 * ((model(data.tokens) - data.target) ** 2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -196,13 +198,14 @@ def main() -> None:
             assert torch.allclose(ref(probe.tokens), impl(probe.tokens), rtol=1e-4, atol=1e-6), name
     runs = {name: step_fn(m, torch.Generator(device=dev).manual_seed(2), args.batch, d, n) for name, m in impls.items()}
     gen = torch.Generator(device=dev).manual_seed(3)
-    runs["data sampling alone"] = lambda: sample_tasks(args.batch, d, n, "uniform:5", gen, device=dev)
-    fixed = sample_tasks(args.batch, d, n, "uniform:5", torch.Generator(device=dev).manual_seed(4), device=dev).tokens
-    target = torch.zeros(args.batch, device=dev)
+    runs["data sampling alone"] = lambda: draw_tasks(args.batch, d, n, "uniform:5", gen, device=dev)
+    runs["tokens too"] = lambda: sample_tasks(args.batch, d, n, "uniform:5", gen, device=dev)
+    fixed_draw = draw_tasks(args.batch, d, n, "uniform:5", torch.Generator(device=dev).manual_seed(4), device=dev)
+    fixed = fixed_draw.batch().tokens
     model_only = {  # the loss's forward + backward on one fixed batch: no sampling, no optimizer
         f"{p} model alone": (
-            (lambda m=models[p]: moments.half_squared_errors(m, fixed, target)[0].sum().backward())
-            if moments.fused_supported(models[p], fixed)
+            (lambda m=models[p]: moments.half_squared_errors(m, fixed_draw)[0].sum().backward())
+            if moments.fused_supported(models[p], fixed_draw.x)
             else (lambda m=models[p]: m(fixed).square().sum().backward())
         )
         for p in ("full", "diag")
@@ -263,9 +266,14 @@ def main() -> None:
         *(
             f"| {k} | {1e3 * v:.1f} | {1 / v:.1f} | {explicit / v:.2f}x | {full / v:.2f}x |"
             for k, v in med.items()
-            if k != "data sampling alone" and k not in model_only and k not in adam_only and k not in recursion_only
+            if k not in ("data sampling alone", "tokens too")
+            and k not in model_only
+            and k not in adam_only
+            and k not in recursion_only
         ),
-        f"| data sampling alone (inside every step) | {1e3 * med['data sampling alone']:.1f} | | | |",
+        f"| the batch draw alone (draw_tasks: the fused pass forms the tokens) | {1e3 * med['data sampling alone']:.1f}"
+        " | | | |",
+        f"| the draw and its tokens (sample_tasks: the other paths' batch) | {1e3 * med['tokens too']:.1f} | | | |",
         *(
             f"| {k.split()[0].upper()}: loss forward + backward alone (fixed batch, the fused pass) | "
             f"{1e3 * med[k]:.1f} | | | |"

@@ -31,7 +31,7 @@ from interp.probes import (
 from interp.run import Run, RunLocked
 from interp.spectral import SpectralContext
 from interp.sweep import sweep
-from interp.tasks import NoisePrior, TaskBatch, sample_tasks
+from interp.tasks import NoisePrior, TaskBatch, TaskDraw, draw_tasks, sample_tasks
 from interp.train import train
 from interp.tuning import baselines as tuned_baselines
 from interp.tuning import tuned
@@ -55,11 +55,13 @@ __all__ = [
     "RunLocked",
     "SpectralContext",
     "TaskBatch",
+    "TaskDraw",
     "TrainConfig",
     "TunedRR",
     "adjusted_loss",
     "diag_ablation",
     "diag_projection",
+    "draw_tasks",
     "drift_trajectory",
     "evaluate",
     "fit_layer_maps",

@@ -18,10 +18,10 @@ import torch
 from torch import Tensor
 
 ROW_LENGTHS = (8, 16, 32, 64)  # compiled SIMD row lengths: Ŝ of width d + 2 runs in the smallest that holds it
-ABI = 2  # moments.cpp's interp_moments_abi()
+ABI = 3  # moments.cpp's interp_moments_abi()
 MODES = {"forward": 0, "backward": 1, "fused": 2}
 _DTYPES = {torch.float32: 0, torch.float64: 1}
-_POINTERS = ("S0", "q0", "P", "Q", "Pt", "y", "gy", "dP", "dQt", "G0", "tok", "target", "weight", "c")
+_POINTERS = ("S0", "q0", "P", "Q", "Pt", "y", "gy", "dP", "dQt", "G0", "x", "xq", "w", "sigma", "xi", "weight", "c")
 
 
 @cache
@@ -81,15 +81,19 @@ def call(
     - "forward": reads "S0", "q0", writes "y" (the prediction);
     - "backward": reads "S0", "q0", "gy", adds thread i's parameter gradients into parts[i]["dP"] (and "dQt" for
       FULL), and writes G at the input into t["G0"] when given;
-    - "fused": reads "tok", "target" and "weight" (or none), writes the half squared errors into "y" and the loss
-      terms into "c" (plain, or the robust guard's with `cap`), adds their gradients into parts as "backward".
+    - "fused": reads a task draw ("x", "xq", "w", "sigma", "xi", as interp.tasks.TaskDraw) and "weight" (or
+      none), writes the half squared errors into "y" and the loss terms into "c" (plain, or the robust guard's
+      with `cap`), adds their gradients into parts as "backward".
 
     One slice of the batch per thread: len(parts) threads with parts, `threads(B)` without.
     """
     fn = _library().interp_moments
-    x = t.get("q0", t.get("tok"))
-    B, D = x.shape[0], x.shape[-1]
-    n = t["tok"].shape[1] - 1 if "tok" in t else 0
+    if "x" in t:  # a draw: x [B, n, d]
+        x = t["x"]
+        B, n, D = x.shape[0], x.shape[1], x.shape[2] + 1
+    else:
+        x = t["q0"]
+        (B, D), n = x.shape, 0
     k = threads(B) if parts is None else len(parts)
     bounds = [B * i // k for i in range(k + 1)]
     dtype = _DTYPES[x.dtype]

@@ -283,22 +283,24 @@ def _kernel_backward(ctx, gy: Tensor) -> tuple:
 class FusedHalfSE(torch.autograd.Function):
     """The training loss terms of a batch, with their parameter gradients from the same pass of the kernel.
 
-    Per sequence b: ℓ_b = ½·w_b·(ŷ_b − target_b)² (w the importance weights, or 1), and its loss term c_b = ℓ_b, or
-    with `cap` the trainer's robust guard (interp.train.robust_half_se): c_b = 0 for a non-finite ℓ_b (the sequence
-    is left out), cap·(1 + log(ℓ_b / cap)) above the cap. The kernel runs each sequence's forward from its tokens,
-    then its backward from the layers still in cache, so nothing is recomputed. Returns (c, ℓ), both [B]; only c
-    is differentiable, in W1 and W2, and only through a sum of its entries (an equal gradient for every b).
+    Per sequence b of a task draw (interp.tasks.TaskDraw: x, x_t, w, σ, ξ): the kernel forms its tokens
+    e_i = (x_i, ⟨w, x_i⟩ + σ ξ_i) and S^0, runs its forward to ŷ_b, then ℓ_b = ½·v_b·(ŷ_b − ⟨w, x_t⟩)² (v the
+    importance weights, or 1) and the loss term c_b = ℓ_b, or with `cap` the trainer's robust guard
+    (interp.train.robust_half_se): c_b = 0 for a non-finite ℓ_b (the sequence is left out), cap·(1 + log(ℓ_b / cap))
+    above the cap; then its backward from the layers still in cache, so nothing is recomputed. Returns (c, ℓ), both
+    [B]; only c is differentiable, in W1 and W2, and only through a sum of its entries (an equal gradient for every b).
     """
 
     @staticmethod
-    def forward(ctx, W1, W2, tokens, target, weight, kind: str, cap: float | None):
-        B, _, D = tokens.shape
+    def forward(ctx, W1, W2, x, x_query, w, sigma, xi, weight, kind: str, cap: float | None):
+        B, _, d = x.shape
+        D = d + 1
         L, H = W1.shape[0], W1.shape[1] if kind == "full" else 1
         ld, t = _kernel_maps(W1, W2, kind, D)
-        t.update(tok=tokens.contiguous(), target=target.contiguous(), y=tokens.new_empty(B), c=tokens.new_empty(B))
-        if weight is not None:
-            t["weight"] = weight.contiguous()
-        parts = _kernel_parts(tokens, kind, L, H, D, ld)
+        draw = {"x": x, "xq": x_query, "w": w, "sigma": sigma, "xi": xi, "weight": weight}
+        t.update({k: v.contiguous() for k, v in draw.items() if v is not None})
+        t.update(y=x.new_empty(B), c=x.new_empty(B))
+        parts = _kernel_parts(x, kind, L, H, D, ld)
         kernel.call("fused", kind == "full", ld, L, H, t, parts, cap=cap or 0.0, robust=cap is not None)
         ctx.grads = _kernel_grads(kind, D, parts)
         ctx.mark_non_differentiable(t["y"])
@@ -311,37 +313,34 @@ class FusedHalfSE(torch.autograd.Function):
         if not bool((gc == scale).all()):
             raise RuntimeError("the fused training loss differentiates only a sum or mean of its loss terms")
         dW1, dW2 = ctx.grads
-        return dW1 * scale, None if dW2 is None else dW2 * scale, None, None, None, None, None
+        return dW1 * scale, None if dW2 is None else dW2 * scale, *([None] * 8)
 
 
 def half_squared_errors(
-    model,
-    tokens: Float[Tensor, "batch pos D"],
-    target: Float[Tensor, "batch"],
-    weight: Float[Tensor, "batch"] | None = None,
-    cap: float | None = None,
+    model, draw, weight: Float[Tensor, "batch"] | None = None, cap: float | None = None
 ) -> tuple[Float[Tensor, "batch"], Float[Tensor, "batch"]]:
-    """(c, ℓ) of FusedHalfSE for a LinearTransformer on the fused CPU kernel (`fused_supported`): the trainer's loss
-    terms, differentiable in the model's parameters through their sum, and the half squared errors."""
-    if not fused_supported(model, tokens):
+    """(c, ℓ) of FusedHalfSE for a LinearTransformer and a task draw (interp.tasks.TaskDraw) on the fused CPU kernel
+    (`fused_supported`): the trainer's loss terms, differentiable in the model's parameters through their sum, and
+    the half squared errors. The same numbers as the model's forward on `draw.batch()`, to float rounding."""
+    if not fused_supported(model, draw.x):
         raise ValueError(
-            "the fused training loss needs the compiled kernel, no hooks on the model, and CPU float32/float64 "
-            "tokens of the model's dtype (not requiring grad) with d + 2 <= "
-            f"{kernel.ROW_LENGTHS[-1]}; use the model's forward instead"
+            "the fused training loss needs the compiled kernel, no hooks on the model, and a CPU float32/float64 "
+            f"draw of the model's dtype (not requiring grad) with d + 2 <= {kernel.ROW_LENGTHS[-1]}; "
+            "use the model's forward on draw.batch() instead"
         )
     kind, W1, W2 = layer_maps(model)
-    target = target.to(tokens.dtype)
-    weight = None if weight is None else weight.to(tokens.dtype)
-    return FusedHalfSE.apply(W1, W2, tokens, target, weight, kind, cap)
+    weight = None if weight is None else weight.to(draw.x.dtype)
+    return FusedHalfSE.apply(W1, W2, draw.x, draw.x_query, draw.w, draw.sigma, draw.xi, weight, kind, cap)
 
 
-def fused_supported(model, tokens: Tensor) -> bool:
-    """Whether `half_squared_errors` runs `model` on `tokens`: the kernel takes them, no hook is attached (hooks
-    see activations only on the per-token path), the tokens need no gradient, and the environment variable
-    INTERP_FUSED is not 0 (with 0 the trainer takes the model's forward and the kernel's separate backward)."""
+def fused_supported(model, x: Tensor) -> bool:
+    """Whether `half_squared_errors` runs `model` on a draw with inputs `x` [batch, n, d]: the kernel takes them, no
+    hook is attached (hooks see activations only on the per-token path), the inputs need no gradient, and the
+    environment variable INTERP_FUSED is not 0 (with 0 the trainer takes the model's forward and the kernel's
+    separate backward)."""
     if os.environ.get("INTERP_FUSED", "1") == "0":
         return False
-    return _kernel_takes(model, tokens) and not tokens.requires_grad and not model._hooks_active()
+    return _kernel_takes(model, x) and not x.requires_grad and not model._hooks_active()
 
 
 def _kernel_takes(model, tokens: Tensor) -> bool:

@@ -140,6 +140,37 @@ class TaskBatch:
         return self.tokens.shape[0]
 
 
+@dataclass
+class TaskDraw:
+    """The random draw behind a TaskBatch, before its tokens are formed (interp.moments.half_squared_errors reads
+    it directly: the trainer's fused pass forms each sequence's tokens in cache).
+
+    x: [batch, n, d], x_query: [batch, d], w: [batch, d], sigma: [batch], xi: [batch, n] the standard normal
+    noise, so that y_i = ⟨w, x_i⟩ + σ_τ ξ_i.
+    """
+
+    x: Tensor
+    x_query: Tensor
+    w: Tensor
+    sigma: Tensor
+    xi: Tensor
+
+    def batch(self) -> TaskBatch:
+        """The TaskBatch of this draw: tokens (x_i, y_i) then (x_t, 0), and the target ⟨w, x_t⟩."""
+        x, x_t, w = self.x, self.x_query, self.w
+        batch, n, d = x.shape
+        y = torch.einsum("bnd,bd->bn", x, w) + self.sigma[:, None] * self.xi
+        tokens = torch.empty(batch, n + 1, d + 1, dtype=x.dtype, device=x.device)  # every entry written below
+        tokens[:, :n, :d] = x
+        tokens[:, :n, d] = y
+        tokens[:, n, :d] = x_t
+        tokens[:, n, d] = 0.0  # the query's label is masked
+        return TaskBatch(tokens, torch.einsum("bd,bd->b", x_t, w), self.sigma, w)
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+
 def _gaussian(shape: tuple[int, ...], cov: Tensor | None, generator, dtype, device, norm: bool = False):
     """(a draw of N(0, cov) of `shape`, with `norm` the squared norm [shape[0]] of its standard-normal source)."""
     z = torch.randn(*shape, generator=generator, dtype=dtype, device=device)
@@ -184,11 +215,32 @@ def sample_tasks(
     Covariances default to I_d; `query_cov` defaults to `x_cov` (set it apart for query shift).
     `sigma` overrides the prior with given per-sequence stds [batch] (per-σ profiles).
     """
+    return draw_tasks(
+        batch, d, n, noise, generator, x_cov=x_cov, query_cov=query_cov, w_cov=w_cov, sigma=sigma, dtype=dtype,
+        device=device,
+    ).batch()  # fmt: skip
+
+
+def draw_tasks(
+    batch: int,
+    d: int = 10,
+    n: int = 20,
+    noise: "str | NoisePrior" = "uniform:5",
+    generator: torch.Generator | None = None,
+    *,
+    x_cov: Tensor | None = None,
+    query_cov: Tensor | None = None,
+    w_cov: Tensor | None = None,
+    sigma: Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> TaskDraw:
+    """sample_tasks' draw, before its tokens are formed (same arguments, same random numbers)."""
     return _sample(batch, d, n, noise, generator, x_cov, query_cov, w_cov, sigma, None, dtype, device)[0]
 
 
 def _sample(batch, d, n, noise, generator, x_cov, query_cov, w_cov, sigma, scale, dtype, device):
-    """(sample_tasks' batch, None); with `scale` [batch]: x_i, x_t and ξ_i multiplied by it, and the squared norm
+    """(draw_tasks' draw, None); with `scale` [batch]: x_i, x_t and ξ_i multiplied by it, and the squared norm
     |z|² [batch] of the standard normals x, x_t and ξ were drawn from, before scaling, in place of None."""
     prior = as_prior(noise)
     _check_sizes(batch, d, n)
@@ -207,13 +259,7 @@ def _sample(batch, d, n, noise, generator, x_cov, query_cov, w_cov, sigma, scale
     if scale is not None:
         z2 = zx2 + zt2 + xi.double().pow(2).sum(1)
         x, x_t, xi = x * scale[:, None, None], x_t * scale[:, None], xi * scale[:, None]
-    y = torch.einsum("bnd,bd->bn", x, w) + sigma[:, None] * xi
-    target = torch.einsum("bd,bd->b", x_t, w)
-    tokens = torch.zeros(batch, n + 1, d + 1, dtype=dtype, device=device)
-    tokens[:, :n, :d] = x
-    tokens[:, :n, d] = y
-    tokens[:, n, :d] = x_t
-    return TaskBatch(tokens, target, sigma, w), z2
+    return TaskDraw(x, x_t, w, sigma, xi), z2
 
 
 def stressed_tasks(
@@ -228,8 +274,9 @@ def stressed_tasks(
     x_cov: Tensor | None = None,
     dtype: torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
-) -> tuple[TaskBatch, Tensor]:
-    """`batch` sequences from the stressed proposal q = (1 − frac)·p + frac·p_c, and their importance weights p/q.
+) -> tuple[TaskDraw, Tensor]:
+    """`batch` sequences from the stressed proposal q = (1 − frac)·p + frac·p_c (drawn: `.batch()` forms the
+    TaskBatch), and their importance weights p/q.
 
     p is sample_tasks' distribution; p_c draws the same w and σ_τ but x_i, x_t and ξ_i at `scale` times their
     size, so XᵀX's spectrum reaches c² times further out (the rare contexts on which a deep model's

@@ -20,7 +20,7 @@ from interp import moments
 from interp.config import TrainConfig, check_device
 from interp.model import LinearTransformer
 from interp.run import Run
-from interp.tasks import as_prior, sample_tasks, stressed_tasks
+from interp.tasks import as_prior, draw_tasks, stressed_tasks
 
 # Peak learning rate of the fast one-cycle preset by depth: the stable peak falls with depth
 # (measured with a prototype: 2 layers at 1e-2 fine, 4 layers diverged at 5e-3 but trained at 2e-3).
@@ -124,7 +124,7 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
     """
     dtype, weight = cfg.model.torch_dtype, None
     if cfg.stress:
-        batch, weight = stressed_tasks(
+        draw, weight = stressed_tasks(
             cfg.batch,
             cfg.model.d,
             cfg.n,
@@ -138,19 +138,19 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
         )
         weight = weight.to(dtype)
     else:
-        batch = sample_tasks(
+        draw = draw_tasks(
             cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, x_cov=cfg.x_cov, dtype=dtype, device=cfg.device
         )
-
     cap = None if cfg.guard == "none" else GUARD_CAP * cfg.model.d
-    if moments.fused_supported(model, batch.tokens):  # the kernel's training pass: the same loss, one pass
-        terms, per_seq = moments.half_squared_errors(model, batch.tokens, batch.target, weight, cap)
+    if moments.fused_supported(model, draw.x):  # the kernel's training pass: the same loss, one pass
+        terms, per_seq = moments.half_squared_errors(model, draw, weight, cap)
         if cap is None:
             return terms.mean(), 0
         kept = int(torch.isfinite(per_seq).sum())
         if kept == 0:
             return per_seq.mean(), cfg.batch
         return terms.sum() / cfg.batch, cfg.batch - kept
+    batch = draw.batch()
 
     def half_se(keep=slice(None)):
         per = 0.5 * (model(batch.tokens[keep]) - batch.target[keep]) ** 2

@@ -12,7 +12,7 @@ from interp import checkpoints as ck
 from interp import kernel, moments
 from interp.config import ModelConfig
 from interp.model import LinearTransformer
-from interp.tasks import sample_tasks
+from interp.tasks import TaskDraw, draw_tasks, sample_tasks
 
 N_CTX = 6
 # every depth 1-7, every head count 1-3 and every d in {1, 5, 10, 15} (widths padded or not) for each param
@@ -82,12 +82,17 @@ def test_fast_path_matches_per_token_values_and_gradients(param, L, H, d, backen
     assert any(b.abs().max() > 0 for b in g_ref[1:])
 
 
-def _half_se_reference(model, tokens, target, weight, cap):
-    """(c, ℓ) of the trainer's loss from the per-token path: ℓ = ½·w·(ŷ − target)², c = ℓ or robust_half_se(ℓ)
-    with the non-finite ℓ left out (0)."""
+def _draw(d: int, batch: int, seed: int = 1) -> TaskDraw:
+    return draw_tasks(batch, d, N_CTX, "uniform:1", torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _half_se_reference(model, draw, weight, cap):
+    """(c, ℓ) of the trainer's loss from the per-token path on draw.batch(): ℓ = ½·v·(ŷ − target)², c = ℓ or
+    robust_half_se(ℓ) with the non-finite ℓ left out (0)."""
     from interp.train import robust_half_se
 
-    per = 0.5 * (_reference(model)(tokens) - target) ** 2 * weight
+    batch = draw.batch()
+    per = 0.5 * (_reference(model)(batch.tokens) - batch.target) ** 2 * weight
     if cap is None:
         return per, per
     finite = torch.isfinite(per)
@@ -97,19 +102,19 @@ def _half_se_reference(model, tokens, target, weight, cap):
 @pytest.mark.parametrize("param", ["full", "diag", "gdpp"])
 @pytest.mark.parametrize("L,H,d", CASES)
 def test_fused_training_loss_matches_per_token_values_and_gradients(param, L, H, d):
-    """The kernel's fused training pass (forward, loss, backward per sequence, nothing recomputed) against the
-    per-token path: plain and with the robust guard (cap at the median ℓ, so both branches run), weighted."""
-    tokens = _tokens(d, batch=8)
-    model = _model(param, L, H, d, tokens)
-    target = torch.linspace(-1.0, 1.0, 8, dtype=torch.float64)
+    """The kernel's fused training pass (tokens formed from the draw, forward, loss, backward per sequence, nothing
+    recomputed) against the per-token path on draw.batch(): plain and with the robust guard (cap at the median ℓ,
+    so both branches run), weighted."""
+    draw = _draw(d, 8)
+    model = _model(param, L, H, d, draw.batch().tokens)
     weight = torch.linspace(0.5, 2.0, 8, dtype=torch.float64)
     params = list(model.parameters())
     with torch.no_grad():
-        cap = (0.5 * (_reference(model)(tokens) - target) ** 2 * weight).median().item()
+        cap = _half_se_reference(model, draw, weight, None)[1].median().item()
     for c_cap in (None, cap):
-        c_ref, l_ref = _half_se_reference(model, tokens, target, weight, c_cap)
+        c_ref, l_ref = _half_se_reference(model, draw, weight, c_cap)
         g_ref = torch.autograd.grad(c_ref.sum() / 8, params)
-        c, ell = moments.half_squared_errors(model, tokens, target, weight, c_cap)
+        c, ell = moments.half_squared_errors(model, draw, weight, c_cap)
         g = torch.autograd.grad(c.sum() / 8, params)
         if c_cap is not None:
             assert 0 < int((l_ref > c_cap).sum()) < 8  # both branches of the guard
@@ -123,14 +128,16 @@ def test_fused_training_loss_matches_per_token_values_and_gradients(param, L, H,
 @pytest.mark.parametrize("param", ["full", "diag"])
 def test_fused_training_loss_leaves_out_non_finite_sequences(param):
     """With the guard a sequence whose ℓ is inf or nan adds 0 and no gradient; the others are untouched."""
-    tokens = _tokens(5, batch=6)
-    model = _model(param, 3, 2, 5, tokens)
-    target = torch.tensor([0.1, float("inf"), -0.3, float("nan"), 0.2, 0.0], dtype=torch.float64)
+    draw = _draw(5, 6)
+    model = _model(param, 3, 2, 5, draw.batch().tokens)
+    draw.sigma[1] = float("inf")  # its labels, hence S, overflow
+    draw.x_query[3, 0] = float("nan")
     weight = torch.ones(6, dtype=torch.float64)
-    c, ell = moments.half_squared_errors(model, tokens, target, weight, cap=1.0)
-    assert torch.isinf(ell[1]) and torch.isnan(ell[3]) and c[1] == 0 and c[3] == 0
+    c, ell = moments.half_squared_errors(model, draw, weight, cap=1.0)
+    assert not torch.isfinite(ell[1]) and torch.isnan(ell[3]) and c[1] == 0 and c[3] == 0
     keep = torch.tensor([0, 2, 4, 5])
-    c_ref, _ = _half_se_reference(model, tokens[keep], target[keep], weight[keep], 1.0)
+    kept = TaskDraw(*(t[keep] for t in (draw.x, draw.x_query, draw.w, draw.sigma, draw.xi)))
+    c_ref, _ = _half_se_reference(model, kept, weight[keep], 1.0)
     torch.testing.assert_close(c[keep], c_ref.detach(), rtol=1e-12, atol=1e-14)
     g = torch.autograd.grad(c.sum(), list(model.parameters()))
     g_ref = torch.autograd.grad(c_ref.sum(), list(model.parameters()))
@@ -141,33 +148,32 @@ def test_fused_training_loss_leaves_out_non_finite_sequences(param):
 
 def test_fused_training_loss_threads_and_limits(monkeypatch):
     """1 and 3 threads agree; only sums of the loss terms are differentiable; unsupported inputs are refused."""
-    tokens = _tokens(10, batch=200)
-    target = torch.zeros(200, dtype=torch.float64)
-    model = _model("full", 4, 2, 10, tokens)
+    draw = _draw(10, 200)
+    model = _model("full", 4, 2, 10, draw.batch().tokens)
     before, out = torch.get_num_threads(), {}
     for n in (1, 3):
         torch.set_num_threads(n)
         try:
-            c, _ = moments.half_squared_errors(model, tokens, target, cap=1e-3)
+            c, _ = moments.half_squared_errors(model, draw, cap=1e-3)
             out[n] = (c.detach(), torch.autograd.grad(c.mean(), list(model.parameters())))
         finally:
             torch.set_num_threads(before)
     torch.testing.assert_close(out[3][0], out[1][0], rtol=0, atol=0)  # every sequence is computed alone
     for a, b in zip(out[3][1], out[1][1]):
         torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13 * b.abs().max())
-    c, _ = moments.half_squared_errors(model, tokens, target)
+    c, _ = moments.half_squared_errors(model, draw)
     with pytest.raises(RuntimeError, match="only a sum or mean"):
         (c * torch.linspace(0, 1, 200, dtype=torch.float64)).sum().backward()
-    assert moments.fused_supported(model, tokens)
+    assert moments.fused_supported(model, draw.x)
     monkeypatch.setenv("INTERP_FUSED", "0")
-    assert not moments.fused_supported(model, tokens)
+    assert not moments.fused_supported(model, draw.x)
     monkeypatch.delenv("INTERP_FUSED")
-    assert not moments.fused_supported(model, tokens.float())  # the model is float64
-    assert not moments.fused_supported(model, tokens.clone().requires_grad_(True))
+    assert not moments.fused_supported(model, draw.x.float())  # the model is float64
+    assert not moments.fused_supported(model, draw.x.clone().requires_grad_(True))
     with model.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: x)]):
-        assert not moments.fused_supported(model, tokens)
+        assert not moments.fused_supported(model, draw.x)
         with pytest.raises(ValueError, match="fused training loss needs the compiled kernel"):
-            moments.half_squared_errors(model, tokens, target)
+            moments.half_squared_errors(model, draw)
 
 
 @pytest.mark.parametrize("param", ["full", "diag", "gdpp"])

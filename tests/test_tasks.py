@@ -85,6 +85,24 @@ def test_sample_tasks_seeded_and_covariance():
     assert math.isclose(q.x.var().item(), a.x.var().item(), rel_tol=1e-12)
 
 
+def test_a_draw_forms_sample_tasks_batch():
+    """draw_tasks draws the same numbers as sample_tasks; its batch() forms the same tokens and target from them."""
+    from interp.tasks import draw_tasks
+
+    cov = torch.tensor([[2.0, 0.5], [0.5, 1.0]])
+    kw = dict(x_cov=cov, dtype=torch.float64)
+    draw = draw_tasks(50, 2, 7, "categorical:1,3", torch.Generator().manual_seed(3), **kw)
+    batch = sample_tasks(50, 2, 7, "categorical:1,3", torch.Generator().manual_seed(3), **kw)
+    assert len(draw) == 50 and torch.equal(draw.batch().tokens, batch.tokens)
+    assert torch.equal(draw.batch().target, batch.target) and torch.equal(draw.sigma, batch.sigma)
+    torch.testing.assert_close(batch.y, (draw.x * draw.w[:, None]).sum(-1) + draw.sigma[:, None] * draw.xi)
+    assert (
+        torch.equal(batch.x, draw.x)
+        and torch.equal(batch.x_query, draw.x_query)
+        and (batch.tokens[:, -1, -1] == 0).all()
+    )
+
+
 def test_stressed_tasks_weights_are_p_over_q():
     """The weights equal p/q computed independently from Gaussian log-densities of x, x_t and the noise ξ."""
     from torch.distributions import MultivariateNormal, Normal
@@ -93,9 +111,10 @@ def test_stressed_tasks_weights_are_p_over_q():
 
     cov = torch.tensor([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 0.7]], dtype=torch.float64)
     frac, c = 0.3, 1.4
-    b, weight = stressed_tasks(
+    draw, weight = stressed_tasks(
         2000, 3, 6, "fixed:1", torch.Generator().manual_seed(1), frac=frac, scale=c, x_cov=cov, dtype=torch.float64
     )
+    b = draw.batch()
     xi = b.y - torch.einsum("bnd,bd->bn", b.x, b.w)  # σ = 1
     inputs = torch.cat([b.x, b.x_query[:, None]], dim=1)
 
@@ -113,7 +132,7 @@ def test_stressed_tasks_estimate_the_same_expectations():
     from interp.tasks import stressed_tasks
 
     cov = torch.diag(torch.tensor([3.0, 1.0, 0.5, 0.5], dtype=torch.float64))
-    b, weight = stressed_tasks(
+    draw, weight = stressed_tasks(
         200_000,
         4,
         20,
@@ -124,6 +143,7 @@ def test_stressed_tasks_estimate_the_same_expectations():
         x_cov=cov,
         dtype=torch.float64,
     )
+    b = draw.batch()
     for f, want in ((torch.ones_like(weight), 1.0), (0.5 * b.target**2, 2.5)):
         v = weight * f
         assert abs(v.mean().item() - want) < 4 * v.std().item() / len(v) ** 0.5

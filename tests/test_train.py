@@ -133,7 +133,7 @@ def test_fused_training_pass_gives_the_trainers_loss_and_gradients(param, size, 
     with torch.no_grad():  # weights of `size`: some sequences overflow float64 over 6 layers, more blow up finitely
         for p in model.parameters():
             p.copy_(size + 0.01 * torch.randn(p.shape, generator=g, dtype=torch.float64))
-    probe = torch.zeros(2, cfg.n + 1, 4, dtype=torch.float64)
+    probe = torch.zeros(2, cfg.n, 3, dtype=torch.float64)  # a draw's x
     assert moments.fused_supported(model, probe)  # the first pass below is the fused one
     out = {}
     for fused in (True, False):
@@ -161,7 +161,8 @@ def test_stress_weights_each_sequence_by_p_over_q():
 
     cfg = small_cfg(model=ModelConfig(d=3, n_layers=2), batch=512, stress=0.25, stress_scale=1.5)
     model = interp.LinearTransformer(cfg.model, generator=torch.Generator().manual_seed(0))
-    batch, weight = stressed_tasks(512, 3, cfg.n, cfg.noise, torch.Generator().manual_seed(4), frac=0.25, scale=1.5)
+    draw, weight = stressed_tasks(512, 3, cfg.n, cfg.noise, torch.Generator().manual_seed(4), frac=0.25, scale=1.5)
+    batch = draw.batch()
     want = robust_half_se(0.5 * (model(batch.tokens) - batch.target) ** 2 * weight.float(), GUARD_CAP * 3).sum() / 512
     loss, dropped = _loss(model, cfg, torch.Generator().manual_seed(4))
     assert dropped == 0 and loss.item() == pytest.approx(want.item(), rel=1e-6)
@@ -195,13 +196,13 @@ def test_training_draws_inputs_from_x_cov(tmp_path, monkeypatch):
 
     train_mod = importlib.import_module("interp.train")  # the module (interp.train is also the function)
     cov = torch.tensor([[2.0, 0.6, 0.0], [0.6, 1.0, -0.3], [0.0, -0.3, 0.5]], dtype=torch.float64)
-    seen, sample = [], train_mod.sample_tasks
+    seen, sample = [], train_mod.draw_tasks
 
     def record(*args, **kwargs):
         seen.append(sample(*args, **kwargs))
         return seen[-1]
 
-    monkeypatch.setattr(train_mod, "sample_tasks", record)
+    monkeypatch.setattr(train_mod, "draw_tasks", record)
     for x_cov, want in ((cov.tolist(), cov), (None, torch.eye(3, dtype=torch.float64))):
         seen.clear()
         cfg = small_cfg(model=ModelConfig(d=3, n_layers=1), steps=1, batch=4096, x_cov=x_cov, n_checkpoints=2)

@@ -6,8 +6,9 @@
 // Nothing per sequence is kept between the forward and the backward call: the backward recomputes each
 // sequence's forward in L1 before differentiating it. Keeping the layers instead cost more (2048 sequences of
 // a 7-layer model are 11-33 MB, far beyond L2; measured 1.3-2.5x slower per sequence than in cache).
-// The training mode (fused) needs no recomputation: it reads each sequence's tokens, runs its forward, its
-// half squared error and that loss's derivative, and its backward while the layers are still in L1.
+// The training mode (fused) needs no recomputation: it reads each sequence's draw (x_i, w, sigma, xi_i, the
+// query), forms its tokens and S, runs its forward, its half squared error and that loss's derivative, and its
+// backward while the layers are still in L1.
 // Plain C ABI, called through ctypes with the data pointers of contiguous torch tensors; a call handles the
 // sequences [b0, b1), so Python threads can split a batch (ctypes releases the GIL during the call).
 #include <cmath>
@@ -164,7 +165,7 @@ inline void transpose(T* __restrict Ct, const T* __restrict C, int W) {
 template <typename T>
 struct Args {
   int64_t D, L, H, b0, b1, n;
-  const T* S0;  // [B, D, D], or null: built from tok (fused mode)
+  const T* S0;  // [B, D, D], or null: built from the draw (fused mode)
   const T* q0;  // [B, D]
   const T* P;   // FULL: [L, H, W, LD] zero-padded P_k;  DIAG: Omega [L, W, LD]
   const T* Q;   // FULL: [L, H, W, LD] zero-padded Q_k;  DIAG: Omega^T [L, W, LD]
@@ -174,8 +175,11 @@ struct Args {
   T* dP;        // backward, this call's partial sums. FULL: dP_k [L, H, W, LD];  DIAG: dOmega^T [L, W, LD]
   T* dQt;       // FULL: dQ_k^T [L, H, W, LD]
   T* G0;        // [B, W, LD] G at the input, or null when the input needs no gradient
-  const T* tok;     // fused: the tokens [B, n + 1, D] (n context tokens, then the query)
-  const T* target;  // fused: [B]
+  const T* x;       // fused, the draw: context inputs [B, n, d] (d = D - 1)
+  const T* xq;      // fused: the query input [B, d]
+  const T* w;       // fused: the task's weights [B, d]
+  const T* sigma;   // fused: the noise std [B]
+  const T* xi;      // fused: the standard normal noise [B, n]: y_i = <w, x_i> + sigma xi_i
   const T* weight;  // fused: [B] importance weights, or null for 1
   T* c;             // fused: [B] the loss term of each sequence (see fused())
   T cap;            // fused: the robust guard's cap, used when robust
@@ -187,10 +191,12 @@ struct Args {
 template <typename T>
 struct Seq {
   int64_t M;
-  std::vector<T> S, N, Y, T_, ay, v;
-  Seq(int64_t L, int64_t H, int64_t W, int64_t LD, bool full)
+  std::vector<T> S, N, Y, T_, ay, v, q, E, y;
+  T target;  // fused: <w, x_q>
+  Seq(int64_t L, int64_t H, int64_t W, int64_t LD, bool full, int64_t n = 0)
       : M(W * LD), S(L * M, T(0)), N(full ? L * M : M, T(0)), Y(full ? L * H * M : 0, T(0)), T_(M, T(0)),
-        ay(LD, T(0)), v(H * LD, T(0)) {}
+        ay(LD, T(0)), v(H * LD, T(0)), q(LD, T(0)), E(n * LD, T(0)), y(n, T(0)),
+        target(0) {}
 };
 
 // y-hat of sequence b; fills st.
@@ -204,23 +210,39 @@ T forward_seq(const Args<T>& a, int64_t b, Seq<T>& st) {
     const T* s0 = a.S0 + b * D * D;
     q0 = a.q0 + b * D;
     for (int64_t i = 0; i < D; ++i) std::memcpy(S + i * LD, s0 + i * D, sizeof(T) * D);
-  } else {  // S = sum_{j <= n} e_j e_j^T over the context (the query is not a key)
-    using V = typename Simd<T, LD>::V;
-    constexpr int NV = Simd<T, LD>::NV, NL = Simd<T, LD>::NL;
-    const T* e = a.tok + b * (a.n + 1) * D;
-    T* row = st.T_.data();  // a context token in LD lanes, zero beyond D
-    std::memset(row, 0, sizeof(T) * LD);
+  } else {  // from the draw: e_j = (x_j, y_j) as the rows of E; S = E^T E (the query is not a key)
+    const T* x = a.x + b * a.n * d;
+    const T* w = a.w + b * d;
+    const T* xi = a.xi + b * a.n;
+    const T sigma = a.sigma[b];
+    T* E = st.E.data();  // n rows of LD lanes; lanes beyond D stay zero
+    T* y = st.y.data();
+    for (int64_t j = 0; j < a.n; ++j) y[j] = T(0);
+    for (int64_t i = 0; i < d; ++i)  // the n dot products side by side (one chain each would wait on its adds)
+      for (int64_t j = 0; j < a.n; ++j) y[j] += x[j * d + i] * w[i];
     for (int64_t j = 0; j < a.n; ++j) {
-      std::memcpy(row, e + j * D, sizeof(T) * D);
-      V r[NV];
-      std::memcpy(r, row, sizeof r);
-      for (int64_t i = 0; i < D; ++i)
-        for (int v = 0; v < NV; ++v) {
-          V acc = vload<T, LD>(S + i * LD + v * NL);
-          vstore<T, LD>(S + i * LD + v * NL, acc + row[i] * r[v]);
-        }
+      T* e = E + j * LD;
+      for (int64_t i = 0; i < d; ++i) e[i] = x[j * d + i];
+      e[d] = y[j] + sigma * xi[j];  // y_j = <w, x_j> + sigma xi_j
     }
-    q0 = e + a.n * D;
+    int64_t i = 0;
+    for (; i + 4 <= D; i += 4) gemm_rows<T, LD, true, false, 4>(S, E, E, int(a.n), int(i));
+    switch (D - i) {
+      case 3: gemm_rows<T, LD, true, false, 3>(S, E, E, int(a.n), int(i)); break;
+      case 2: gemm_rows<T, LD, true, false, 2>(S, E, E, int(a.n), int(i)); break;
+      case 1: gemm_rows<T, LD, true, false, 1>(S, E, E, int(a.n), int(i)); break;
+      default: break;
+    }
+    const T* xq = a.xq + b * d;
+    T* q = st.q.data();  // the query token (x_q, 0)
+    T target = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      q[i] = xq[i];
+      target += xq[i] * w[i];  // y_q = <w, x_q>, the noise-free label
+    }
+    q[d] = T(0);
+    st.target = target;
+    q0 = q;
   }
   for (int64_t i = 0; i < D; ++i) {
     S[i * LD + D] = q0[i];
@@ -270,7 +292,7 @@ T forward_seq(const Args<T>& a, int64_t b, Seq<T>& st) {
 
 template <typename T, int LD, bool FULL>
 void forward(const Args<T>& a) {
-  Seq<T> st(a.L, a.H, a.D + 1, LD, FULL);
+  Seq<T> st(a.L, a.H, a.D + 1, LD, FULL, a.n);
   for (int64_t b = a.b0; b < a.b1; ++b) a.y[b] = forward_seq<T, LD, FULL>(a, b, st);
 }
 
@@ -407,16 +429,16 @@ void backward(const Args<T>& a) {
   }
 }
 
-// Training mode: per sequence, the forward from its tokens, l = w (y-hat - target)^2 / 2 into a.y, the loss term
+// Training mode: per sequence, the forward from its draw, l = w (y-hat - y_q)^2 / 2 into a.y, the loss term
 // c into a.c, and the parameter gradients of c, from the layers still in cache. Plain (robust = 0): c = l. The
 // trainer's robust guard (interp.train.robust_half_se): c = 0 for a non-finite l (the sequence is left out),
 // cap (1 + log(l / cap)) above the cap, l below.
 template <typename T, int LD, bool FULL>
 void fused(const Args<T>& a) {
-  Seq<T> st(a.L, a.H, a.D + 1, LD, FULL);
+  Seq<T> st(a.L, a.H, a.D + 1, LD, FULL, a.n);
   Grad<T> g(a.D + 1, LD);
   for (int64_t b = a.b0; b < a.b1; ++b) {
-    const T e = forward_seq<T, LD, FULL>(a, b, st) - a.target[b];
+    const T e = forward_seq<T, LD, FULL>(a, b, st) - st.target;
     const T wb = a.weight ? a.weight[b] : T(1);
     const T l = T(0.5) * (e * e) * wb;
     T c = l, dc = e * wb;  // dc = dc/dy-hat
@@ -441,10 +463,11 @@ void run(int mode, const Args<T>& a) {
 
 template <typename T>
 int call(int mode, int full, const int64_t* dims, void* const* p, double cap, int robust) {
-  // dims: ld, D, L, H, b0, b1, n.  p: S0, q0, P, Q, Pt, y, gy, dP, dQt, G0, tok, target, weight, c
+  // dims: ld, D, L, H, b0, b1, n.  p: S0, q0, P, Q, Pt, y, gy, dP, dQt, G0, x, xq, w, sigma, xi, weight, c
   Args<T> a{dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], (const T*)p[0], (const T*)p[1], (const T*)p[2],
             (const T*)p[3], (const T*)p[4], (T*)p[5], (const T*)p[6], (T*)p[7], (T*)p[8], (T*)p[9],
-            (const T*)p[10], (const T*)p[11], (const T*)p[12], (T*)p[13], T(cap), robust};
+            (const T*)p[10], (const T*)p[11], (const T*)p[12], (const T*)p[13], (const T*)p[14],
+            (const T*)p[15], (T*)p[16], T(cap), robust};
   auto go = [&](auto ld) {
     constexpr int LD = decltype(ld)::value;
     full ? run<T, LD, true>(mode, a) : run<T, LD, false>(mode, a);
@@ -464,10 +487,10 @@ int call(int mode, int full, const int64_t* dims, void* const* p, double cap, in
 extern "C" {
 
 // The version of this interface; interp.kernel loads no file that answers otherwise.
-int interp_moments_abi() { return 2; }
+int interp_moments_abi() { return 3; }
 
 // dtype: 0 float32, 1 float64; mode: 0 forward (writes y), 1 backward (reads gy, adds into dP, dQt, writes G0 if
-// not null), 2 fused training pass (reads tok, target, weight; writes y, c; adds into dP, dQt); full: 1 FULL,
+// not null), 2 fused training pass (reads x, xq, w, sigma, xi, weight; writes y, c; adds into dP, dQt); full: 1 FULL,
 // 0 DIAG. dims and p as in call(). Returns 0, or 1 for a row length that was not compiled.
 int interp_moments(int dtype, int mode, int full, const int64_t* dims, void* const* p, double cap, int robust) {
   if (dtype == 0) return call<float>(mode, full, dims, p, cap, robust);
