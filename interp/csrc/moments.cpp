@@ -191,24 +191,30 @@ struct Args {
 template <typename T>
 struct Seq {
   int64_t M;
-  std::vector<T> S, N, Y, T_, ay, v, q, E, y;
+  std::vector<T> S, N, Y, T_, ay, v, q, E, y, I;
   T target;  // fused: <w, x_q>
   Seq(int64_t L, int64_t H, int64_t W, int64_t LD, bool full, int64_t n = 0)
       : M(W * LD), S(L * M, T(0)), N(full ? L * M : M, T(0)), Y(full ? L * H * M : 0, T(0)), T_(M, T(0)),
-        ay(LD, T(0)), v(H * LD, T(0)), q(LD, T(0)), E(n * LD, T(0)), y(n, T(0)),
-        target(0) {}
+        ay(LD, T(0)), v(H * LD, T(0)), q(LD, T(0)), E(n * LD, T(0)), y(n, T(0)), I(M, T(0)), target(0) {
+    for (int64_t i = 0; i < W; ++i) I[i * LD + i] = T(1);
+  }
 };
 
 // y-hat of sequence b; fills st.
 template <typename T, int LD, bool FULL>
 T forward_seq(const Args<T>& a, int64_t b, Seq<T>& st) {
   const int64_t D = a.D, W = D + 1, L = a.L, H = a.H, d = D - 1, M = W * LD;
-  T* S = st.S.data();
-  std::memset(S, 0, sizeof(T) * M);  // S-hat^0 = [[S, e_q], [e_q^T, 0]]
+  // Rows are written whole, as vectors (sums of identity rows where entries are placed one by one): a vector load
+  // right after scalar stores into the same row cannot be forwarded and stalls (measured ~30 ns a row).
+  using V = typename Simd<T, LD>::V;
+  constexpr int NV = Simd<T, LD>::NV, NL = Simd<T, LD>::NL;
+  const T* I = st.I.data();
+  T* S = st.S.data();  // S-hat^0 = [[S, e_q], [e_q^T, 0]]
   const T* q0;
   if (a.S0) {
     const T* s0 = a.S0 + b * D * D;
     q0 = a.q0 + b * D;
+    std::memset(S, 0, sizeof(T) * M);
     for (int64_t i = 0; i < D; ++i) std::memcpy(S + i * LD, s0 + i * D, sizeof(T) * D);
   } else {  // from the draw: e_j = (x_j, y_j) as the rows of E; S = E^T E (the query is not a key)
     const T* x = a.x + b * a.n * d;
@@ -236,17 +242,25 @@ T forward_seq(const Args<T>& a, int64_t b, Seq<T>& st) {
     const T* xq = a.xq + b * d;
     T* q = st.q.data();  // the query token (x_q, 0)
     T target = 0;
-    for (int64_t i = 0; i < d; ++i) {
-      q[i] = xq[i];
-      target += xq[i] * w[i];  // y_q = <w, x_q>, the noise-free label
+    for (int64_t i = 0; i < d; ++i) target += xq[i] * w[i];  // y_q = <w, x_q>, the noise-free label
+    for (int v = 0; v < NV; ++v) {
+      V r{};
+      for (int64_t i = 0; i < d; ++i) r += xq[i] * vload<T, LD>(I + i * LD + v * NL);
+      vstore<T, LD>(q + v * NL, r);
     }
-    q[d] = T(0);
     st.target = target;
     q0 = q;
+    vstore<T, LD>(S + D * LD, V{});  // row D, filled below (rows < D are E^T E, lanes >= D zero)
+    for (int v = 1; v < NV; ++v) vstore<T, LD>(S + D * LD + v * NL, V{});
   }
-  for (int64_t i = 0; i < D; ++i) {
-    S[i * LD + D] = q0[i];
-    S[D * LD + i] = q0[i];
+  for (int v = 0; v < NV; ++v) {  // column D: e_q; row D: e_q^T
+    const V unit = vload<T, LD>(I + D * LD + v * NL);
+    V r = vload<T, LD>(S + D * LD + v * NL);
+    for (int64_t i = 0; i < D; ++i) {
+      vstore<T, LD>(S + i * LD + v * NL, vload<T, LD>(S + i * LD + v * NL) + q0[i] * unit);
+      r += q0[i] * vload<T, LD>(I + i * LD + v * NL);
+    }
+    vstore<T, LD>(S + D * LD + v * NL, r);
   }
   for (int64_t l = 0; l + 1 < L; ++l) {
     const T* Sl = S + l * M;
@@ -258,11 +272,13 @@ T forward_seq(const Args<T>& a, int64_t b, Seq<T>& st) {
         if (k == 0) mm<T, LD>(N, Y, a.Pt + (l * H + k) * M, W);
         else mm_acc<T, LD>(N, Y, a.Pt + (l * H + k) * M, W);
       }
+      rowwise<T, LD>(W, [&](int o) { vstore<T, LD>(N + o, vload<T, LD>(N + o) + vload<T, LD>(I + o)); });
     } else {  // N = I + S (.) Omega^T
       const T* OmT = a.Q + l * M;
-      rowwise<T, LD>(W, [&](int o) { vstore<T, LD>(N + o, vload<T, LD>(Sl + o) * vload<T, LD>(OmT + o)); });
+      rowwise<T, LD>(W, [&](int o) {
+        vstore<T, LD>(N + o, vload<T, LD>(Sl + o) * vload<T, LD>(OmT + o) + vload<T, LD>(I + o));
+      });
     }
-    for (int64_t i = 0; i < W; ++i) N[i * LD + i] += T(1);
     mm<T, LD>(st.T_.data(), Sl, N, W);                      // S N
     mtm<T, LD, false>(S + (l + 1) * M, N, st.T_.data(), W);  // N^T S N
   }
@@ -321,12 +337,19 @@ void backward_seq(const Args<T>& a, int64_t b, const Seq<T>& st, Grad<T>& g, T g
   const T* Sl = S + (L - 1) * M;
   const T* q = Sl + D * LD;  // row D = the query column
   const T* ay = st.ay.data();
-  for (int i = 0; i < LD; ++i) {
-    av[i] = -gy * q[i];   // d/d(A^T[:, y])
-    dq[i] = -gy * ay[i];  // d/d(query column)
+  using V = typename Simd<T, LD>::V;
+  constexpr int NV = Simd<T, LD>::NV, NL = Simd<T, LD>::NL;
+  const T* I = st.I.data();
+  for (int v = 0; v < NV; ++v) {  // whole vectors, as in forward_seq
+    const int o = v * NL;
+    vstore<T, LD>(av + o, -gy * vload<T, LD>(q + o));                                      // d/d(A^T[:, y])
+    vstore<T, LD>(dq + o, -gy * (vload<T, LD>(ay + o) + vload<T, LD>(I + d * LD + o)));  // d/d(query column)
   }
-  dq[d] -= gy;
-  std::memset(G, 0, sizeof(T) * M);
+  // G = 2 sym(d/dS-hat) at the last layer: dq e_D^T + e_D dq^T, plus the A^T[:, y] terms, built row by row
+  for (int64_t i = 0; i < W; ++i)
+    for (int v = 0; v < NV; ++v) vstore<T, LD>(G + i * LD + v * NL, dq[i] * vload<T, LD>(I + D * LD + v * NL));
+  for (int v = 0; v < NV; ++v)
+    vstore<T, LD>(G + D * LD + v * NL, vload<T, LD>(G + D * LD + v * NL) + vload<T, LD>(dq + v * NL));
   if (FULL) {
     for (int64_t k = 0; k < H; ++k) {
       const T* Pk = a.P + ((L - 1) * H + k) * M;
@@ -342,24 +365,27 @@ void backward_seq(const Args<T>& a, int64_t b, const Seq<T>& st, Grad<T>& g, T g
         for (int i = 0; i < LD; ++i) dPk[i] += w[j] * Sl[j * LD + i];
       T* dQk = a.dQt + ((L - 1) * H + k) * M;  // dQ_k^T += a v^T
       const T* p = Pk + d * LD;
+      V wv[NV] = {};  // w as vectors
+      for (int64_t j = 0; j < W; ++j)
+        for (int u = 0; u < NV; ++u) wv[u] += w[j] * vload<T, LD>(I + j * LD + u * NL);
       for (int64_t i = 0; i < W; ++i) {
         for (int j = 0; j < LD; ++j) dQk[i * LD + j] += av[i] * v[j];
-        for (int j = 0; j < LD; ++j) G[i * LD + j] += w[i] * p[j] + p[i] * w[j];  // w p^T + p w^T
+        for (int u = 0; u < NV; ++u) {  // w p^T + p w^T
+          const int o = i * LD + u * NL;
+          vstore<T, LD>(G + o, vload<T, LD>(G + o) + w[i] * vload<T, LD>(p + u * NL) + p[i] * wv[u]);
+        }
       }
     }
   } else {
     const T* om = a.P + (L - 1) * M + d * LD;
     T* dOmT = a.dP + (L - 1) * M;  // row y of dOmega = column y of the transposed accumulator
-    for (int64_t i = 0; i < W; ++i) {
-      dOmT[i * LD + d] += av[i] * Sl[d * LD + i];
-      const T u = av[i] * om[i];
-      G[i * LD + d] += u;
-      G[d * LD + i] += u;
+    for (int64_t i = 0; i < W; ++i) dOmT[i * LD + d] += av[i] * Sl[d * LD + i];
+    for (int v = 0; v < NV; ++v) {  // u = a (.) omega_y: u e_y^T + e_y u^T
+      const V u = vload<T, LD>(av + v * NL) * vload<T, LD>(om + v * NL), unit = vload<T, LD>(I + d * LD + v * NL);
+      for (int64_t i = 0; i < W; ++i)
+        vstore<T, LD>(G + i * LD + v * NL, vload<T, LD>(G + i * LD + v * NL) + (av[i] * om[i]) * unit);
+      vstore<T, LD>(G + d * LD + v * NL, vload<T, LD>(G + d * LD + v * NL) + u);
     }
-  }
-  for (int64_t i = 0; i < W; ++i) {
-    G[i * LD + D] += dq[i];
-    G[D * LD + i] += dq[i];
   }
   for (int64_t l = L - 2; l >= 0; --l) {
     const T* Sc = S + l * M;
@@ -371,15 +397,12 @@ void backward_seq(const Args<T>& a, int64_t b, const Seq<T>& st, Grad<T>& g, T g
     } else {  // N = I + S (.) Omega^T, N^T = I + S (.) Omega
       const T* OmT = a.Q + l * M;
       const T* Om = a.P + l * M;
+      const T* I = st.I.data();
       rowwise<T, LD>(W, [&](int o) {
-        const auto s = vload<T, LD>(Sc + o);
-        vstore<T, LD>(Nd + o, s * vload<T, LD>(OmT + o));
-        vstore<T, LD>(Nt + o, s * vload<T, LD>(Om + o));
+        const auto s = vload<T, LD>(Sc + o), id = vload<T, LD>(I + o);
+        vstore<T, LD>(Nd + o, s * vload<T, LD>(OmT + o) + id);
+        vstore<T, LD>(Nt + o, s * vload<T, LD>(Om + o) + id);
       });
-      for (int64_t i = 0; i < W; ++i) {
-        Nd[i * LD + i] += T(1);
-        Nt[i * LD + i] += T(1);
-      }
       N = Nd;
     }
     mm<T, LD>(U, N, G, W);    // N G
