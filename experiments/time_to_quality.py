@@ -3,13 +3,13 @@
     python experiments/time_to_quality.py --root runs/ttq2 --out experiments/results/time_to_quality_fused.json \
         --runs full:0 diag:0 --paths fused kernel
 
-Trains 4-layer `uniform:5` models as the zoo's (fast preset, one thread), once per path, one run at a time, the
-paths alternating: "fused" (the default: the kernel's fused training pass, interp.moments.half_squared_errors),
-"kernel" (INTERP_FUSED=0: the model's forward on the kernel and its separate backward) and "torch"
-(INTERP_KERNEL=0: the torch backend). Every run's adjusted loss is evaluated on the zoo's 100 000 evaluation
-sequences (seed 0) as experiments/zoo_summary.py does. Same seed, same data stream: the paths differ only in
-float32 rounding, which is enough to send a run whose early training has loss spikes (DIAG-4) down another path;
-hence several seeds. Rerunning skips finished runs.
+Trains `uniform:5` models as the zoo's (fast preset, one thread; 4 layers unless --layers), once per path, one run
+at a time, the paths alternating: "fused" (the default: the kernel's fused training pass,
+interp.moments.half_squared_errors), "kernel" (INTERP_FUSED=0: the model's forward on the kernel and its separate
+backward) and "torch" (INTERP_KERNEL=0: the torch backend). Every run's adjusted loss is evaluated on the zoo's
+100 000 evaluation sequences (seed 0) as experiments/zoo_summary.py does. Same seed, same random numbers: the paths
+differ only in float32 rounding, which is enough to send a run whose early training has loss spikes (DIAG-4) down
+another path; hence several seeds. Rerunning skips finished runs.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from interp.train import is_complete, load_run_config
 PATHS = {"fused": "", "kernel": "INTERP_FUSED=0", "torch": "INTERP_KERNEL=0"}  # the environment of each
 
 
-def command(arch: str, seed: int, out: Path) -> list[str]:
+def command(arch: str, layers: int, seed: int, out: Path) -> list[str]:
     return [
-        "interp", "train", "--arch", arch, "--layers", "4", "--noise", "uniform:5", "--seed", str(seed),
+        "interp", "train", "--arch", arch, "--layers", str(layers), "--noise", "uniform:5", "--seed", str(seed),
         "--threads", "1", "--no-progress", "--out", str(out),
     ]  # fmt: skip
 
@@ -46,6 +46,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="JSON record to write")
     ap.add_argument("--runs", nargs="+", default=["full:0", "diag:0"], help="ARCH:SEED pairs (default full:0 diag:0)")
     ap.add_argument("--paths", nargs="+", choices=list(PATHS), default=["fused", "kernel", "torch"])
+    ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--n-seq", type=int, default=100_000)
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -58,10 +59,10 @@ def main() -> int:
             flag = PATHS[path]
             env = {**os.environ, "OMP_NUM_THREADS": "1", "INTERP_KERNEL": "1", "INTERP_FUSED": "1"}
             env.update(v.split("=") for v in flag.split())
-            name = f"{arch}4_s{seed}_{path}"
+            name = f"{arch}{args.layers}_s{seed}_{path}"
             run = args.root / name
             if not is_complete(run):
-                cmd = command(arch, int(seed), run)
+                cmd = command(arch, args.layers, int(seed), run)
                 load0, t0 = os.getloadavg()[0], time.perf_counter()
                 subprocess.run(cmd, check=True, env=env)
                 walls[name] = dict(wall_s=time.perf_counter() - t0, load_before=load0, load_after=os.getloadavg()[0])
@@ -74,7 +75,7 @@ def main() -> int:
                 dict(
                     run=name,
                     path=path,
-                    command=" ".join([*flag.split(), *command(arch, int(seed), run)]),
+                    command=" ".join([*flag.split(), *command(arch, args.layers, int(seed), run)]),
                     steps=cfg.steps,
                     median_steps_per_s=statistics.median(rates),
                     adjusted=est.to_dict(),

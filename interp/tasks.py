@@ -215,39 +215,28 @@ def sample_tasks(
     Covariances default to I_d; `query_cov` defaults to `x_cov` (set it apart for query shift).
     `sigma` overrides the prior with given per-sequence stds [batch] (per-σ profiles).
     """
-    return draw_tasks(
-        batch, d, n, noise, generator, x_cov=x_cov, query_cov=query_cov, w_cov=w_cov, sigma=sigma, dtype=dtype,
-        device=device,
-    ).batch()  # fmt: skip
+    options = dict(x_cov=x_cov, query_cov=query_cov, w_cov=w_cov, sigma=sigma, dtype=dtype, device=device)
+    return _sample(batch, d, n, noise, generator, **options)[0].batch()
 
 
-def draw_tasks(
-    batch: int,
-    d: int = 10,
-    n: int = 20,
-    noise: "str | NoisePrior" = "uniform:5",
-    generator: torch.Generator | None = None,
-    *,
-    x_cov: Tensor | None = None,
-    query_cov: Tensor | None = None,
-    w_cov: Tensor | None = None,
-    sigma: Tensor | None = None,
-    dtype: torch.dtype = torch.float32,
-    device: str | torch.device = "cpu",
-) -> TaskDraw:
-    """sample_tasks' draw, before its tokens are formed (same arguments, same random numbers)."""
-    return _sample(batch, d, n, noise, generator, x_cov, query_cov, w_cov, sigma, None, dtype, device)[0]
+def draw_tasks(batch: int, d: int = 10, n: int = 20, noise="uniform:5", generator=None, **options) -> TaskDraw:
+    """sample_tasks' draw, before its tokens are formed: the same arguments (keyword options x_cov, query_cov,
+    w_cov, sigma, dtype, device) and the same random numbers; sample_tasks(...) is draw_tasks(...).batch()."""
+    return _sample(batch, d, n, noise, generator, **options)[0]
 
 
-def _sample(batch, d, n, noise, generator, x_cov, query_cov, w_cov, sigma, scale, dtype, device):
-    """(draw_tasks' draw, None); with `scale` [batch]: x_i, x_t and ξ_i multiplied by it, and the squared norm
+def _sample(
+    batch, d, n, noise, generator, *, x_cov=None, query_cov=None, w_cov=None, sigma=None, _scale=None,
+    dtype=torch.float32, device="cpu",
+):  # fmt: skip
+    """(draw_tasks' draw, None); with `_scale` [batch]: x_i, x_t and ξ_i multiplied by it, and the squared norm
     |z|² [batch] of the standard normals x, x_t and ξ were drawn from, before scaling, in place of None."""
     prior = as_prior(noise)
     _check_sizes(batch, d, n)
     if generator is None:
         generator = torch.Generator(device=device).manual_seed(0)
     w, _ = _gaussian((batch, d), w_cov, generator, dtype, device)
-    norm = scale is not None
+    scale, norm = _scale, _scale is not None
     x, zx2 = _gaussian((batch, n, d), x_cov, generator, dtype, device, norm)
     x_t, zt2 = _gaussian((batch, d), x_cov if query_cov is None else query_cov, generator, dtype, device, norm)
     if sigma is None:
@@ -286,7 +275,7 @@ def stressed_tasks(
     pick = torch.rand(batch, generator=generator, device=device) < frac
     one = torch.ones(batch, dtype=torch.float64, device=device)
     c = torch.where(pick, one * scale, one)
-    tasks, z2 = _sample(batch, d, n, noise, generator, x_cov, None, None, None, c.to(dtype), dtype, device)
+    tasks, z2 = _sample(batch, d, n, noise, generator, x_cov=x_cov, _scale=c.to(dtype), dtype=dtype, device=device)
     dims = (n + 1) * d + n
     z2 = z2 * c**2  # |z|² of the drawn (scaled) sequence
     log_ratio = -dims * math.log(scale) + 0.5 * z2 * (1 - 1 / scale**2)  # log p_c(z) / p(z)
