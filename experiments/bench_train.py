@@ -3,9 +3,10 @@
     OMP_NUM_THREADS=1 python experiments/bench_train.py --threads 1 --out experiments/results/bench_train.md
 
 L = 7, batch 2048, d = 10, n = 20, one head, one Adam step each (fresh data sampled inside the step, and the
-trainer's fused Adam, as in `interp train`). Implementations: interp's hook-free path (interp.moments: second
-moments only, hand-written backward; on CPU the fused kernel of interp.kernel) for FULL, DIAG and GD++; the same
-path on its torch backend (batched torch products, the step before the kernel) for FULL and DIAG; the FULL
+trainer's fused Adam, as in `interp train`). Implementations: interp's training step (on CPU the kernel's fused
+training pass on the batch's draw, interp.moments.half_squared_errors, as the trainer takes it) for FULL, DIAG and
+GD++; the model's forward on the kernel with its separate backward (the step before the fused pass) and on the
+torch backend (batched torch products, the step before the kernel) for FULL and DIAG; the FULL
 recursion differentiated by autograd (interp before the hand-written backward); and the explicit-score
 formulation e_i += Σ_k P_k Σ_j e_j (e_jᵀ Q_k e_i), which forms the (n+1)×n score matrix of every head. All run
 in one process, their steps interleaved, so load changes hit them alike; reported are medians, ratios, and the
@@ -222,6 +223,18 @@ def main() -> None:
             moments.MomentRecursion.apply(S0, q0, W1, W2, k, w, True).sum().backward()
         )
     runs.update(recursion_only)
+    kernel_only = {}  # the kernel's fused pass alone: the call interp.moments.FusedHalfSE makes, inputs prepared
+    if moments.fused_supported(models["full"], fixed_draw.x):
+        for p in ("full", "diag"):
+            kind, *maps = moments.layer_maps(models[p])
+            ld, t = moments._kernel_maps(*(None if w is None else w.detach() for w in maps), kind, d + 1)
+            draw = dict(x=fixed_draw.x, xq=fixed_draw.x_query, w=fixed_draw.w, sigma=fixed_draw.sigma, xi=fixed_draw.xi)
+            t.update(draw, y=torch.empty(args.batch), c=torch.empty(args.batch))
+            parts = moments._kernel_parts(fixed_draw.x, kind, L, 1, d + 1, ld)
+            kernel_only[f"{p} kernel alone"] = lambda t=t, parts=parts, ld=ld, k=kind: kernel.call(
+                "fused", k == "full", ld, L, 1, t, parts
+            )
+    runs.update(kernel_only)
     adam_only = {}  # one optimizer step on DIAG's 28 small tensors: the trainer's fused Adam and torch's default
     for label, fused in (("fused", True), ("for-loop", False)):
         params = [p.detach().clone().requires_grad_(True) for p in models["diag"].parameters()]
@@ -270,6 +283,7 @@ def main() -> None:
             and k not in model_only
             and k not in adam_only
             and k not in recursion_only
+            and k not in kernel_only
         ),
         f"| the batch draw alone (draw_tasks: the fused pass forms the tokens) | {1e3 * med['data sampling alone']:.1f}"
         " | | | |",
@@ -284,6 +298,11 @@ def main() -> None:
             f"{1e3 * med[k]:.1f} | | | |"
             for k in recursion_only
         ),
+        *(
+            f"| {k.split()[0].upper()}: of which the kernel's fused pass (interp.kernel.call) | "
+            f"{1e3 * med[k]:.1f} | | | |"
+            for k in kernel_only
+        ),
         *(f"| {k} | {1e3 * med[k]:.2f} | | | |" for k in adam_only),
         "",
         f"interp FULL over the explicit-score formulation: **{explicit / full:.2f}x**; DIAG and GD++ over FULL: "
@@ -293,8 +312,13 @@ def main() -> None:
         f"{med['interp DIAG, kernel forward + backward (before)'] / med['interp DIAG']:.2f}x; over the torch "
         f"backend: FULL {med['interp FULL, torch backend (earlier)'] / full:.2f}x, DIAG "
         f"{med['interp DIAG, torch backend (earlier)'] / med['interp DIAG']:.2f}x. The loss alone, DIAG over "
-        f"FULL: {med['full model alone'] / med['diag model alone']:.2f}x; the moment recursion alone: "
-        f"{med['full recursion alone'] / med['diag recursion alone']:.2f}x.",
+        f"FULL: {med['full model alone'] / med['diag model alone']:.2f}x"
+        + (
+            f"; the kernel's fused pass alone: {med['full kernel alone'] / med['diag kernel alone']:.2f}x"
+            if kernel_only
+            else ""
+        )
+        + f"; the moment recursion alone: {med['full recursion alone'] / med['diag recursion alone']:.2f}x.",
     ]
     if dev == "cpu":
         achieved = flops / full / 1e9
