@@ -170,7 +170,7 @@ struct Args {
   const T* P;   // FULL: [L, H, W, LD] zero-padded P_k;  DIAG: Omega [L, W, LD]
   const T* Q;   // FULL: [L, H, W, LD] zero-padded Q_k;  DIAG: Omega^T [L, W, LD]
   const T* Pt;  // FULL: [L, H, W, LD] P_k^T;            DIAG: unused
-  T* y;         // [B] forward: the prediction;  fused: the half squared error l_b = w_b (y-hat_b - target_b)^2 / 2
+  T* y;         // [B] forward: the prediction;  fused: the half squared error l_b = v_b (y-hat_b - y_q,b)^2 / 2
   const T* gy;  // [B] d/dy (backward)
   T* dP;        // backward, this call's partial sums. FULL: dP_k [L, H, W, LD];  DIAG: dOmega^T [L, W, LD]
   T* dQt;       // FULL: dQ_k^T [L, H, W, LD]
@@ -180,7 +180,7 @@ struct Args {
   const T* w;       // fused: the task's weights [B, d]
   const T* sigma;   // fused: the noise std [B]
   const T* xi;      // fused: the standard normal noise [B, n]: y_i = <w, x_i> + sigma xi_i
-  const T* weight;  // fused: [B] importance weights, or null for 1
+  const T* weight;  // fused: [B] importance weights v_b, or null for 1
   T* c;             // fused: [B] the loss term of each sequence (see fused())
   T cap;            // fused: the robust guard's cap, used when robust
   int robust;       // fused: 1 for the trainer's robust guard, 0 for the plain half squared error
@@ -452,7 +452,7 @@ void backward(const Args<T>& a) {
   }
 }
 
-// Training mode: per sequence, the forward from its draw, l = w (y-hat - y_q)^2 / 2 into a.y, the loss term
+// Training mode: per sequence, the forward from its draw, l = v (y-hat - y_q)^2 / 2 into a.y, the loss term
 // c into a.c, and the parameter gradients of c, from the layers still in cache. Plain (robust = 0): c = l. The
 // trainer's robust guard (interp.train.robust_half_se): c = 0 for a non-finite l (the sequence is left out),
 // cap (1 + log(l / cap)) above the cap, l below.
@@ -513,8 +513,8 @@ extern "C" {
 int interp_moments_abi() { return 3; }
 
 // dtype: 0 float32, 1 float64; mode: 0 forward (writes y), 1 backward (reads gy, adds into dP, dQt, writes G0 if
-// not null), 2 fused training pass (reads x, xq, w, sigma, xi, weight; writes y, c; adds into dP, dQt); full: 1 FULL,
-// 0 DIAG. dims and p as in call(). Returns 0, or 1 for a row length that was not compiled.
+// not null), 2 fused training pass (reads x, xq, w, sigma, xi, weight; writes y, c; adds into dP, dQt);
+// full: 1 FULL, 0 DIAG. dims and p as in call(). Returns 0, or 1 for a row length that was not compiled.
 int interp_moments(int dtype, int mode, int full, const int64_t* dims, void* const* p, double cap, int robust) {
   if (dtype == 0) return call<float>(mode, full, dims, p, cap, robust);
   return call<double>(mode, full, dims, p, cap, robust);
