@@ -227,13 +227,10 @@ def main() -> None:
     if moments.fused_supported(models["full"], fixed_draw.x):
         for p in ("full", "diag"):
             kind, *maps = moments.layer_maps(models[p])
-            ld, t = moments._kernel_maps(*(None if w is None else w.detach() for w in maps), kind, d + 1)
-            draw = dict(x=fixed_draw.x, xq=fixed_draw.x_query, w=fixed_draw.w, sigma=fixed_draw.sigma, xi=fixed_draw.xi)
-            t.update(draw, y=torch.empty(args.batch), c=torch.empty(args.batch))
-            parts = moments._kernel_parts(fixed_draw.x, kind, L, 1, d + 1, ld)
-            kernel_only[f"{p} kernel alone"] = lambda t=t, parts=parts, ld=ld, k=kind: kernel.call(
-                "fused", k == "full", ld, L, 1, t, parts
-            )
+            W1, W2 = (None if w is None else w.detach() for w in maps)
+            dr = fixed_draw
+            fused = moments._fused_args(W1, W2, kind, dr.x, dr.x_query, dr.w, dr.sigma, dr.xi, None)
+            kernel_only[f"{p} kernel alone"] = lambda a=fused, k=kind: kernel.call("fused", k == "full", *a)
     runs.update(kernel_only)
     adam_only = {}  # one optimizer step on DIAG's 28 small tensors: the trainer's fused Adam and torch's default
     for label, fused in (("fused", True), ("for-loop", False)):

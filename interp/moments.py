@@ -236,8 +236,8 @@ def _kernel_maps(W1: Tensor, W2: Tensor | None, kind: str, D: int) -> tuple[int,
 
 def _kernel_parts(like: Tensor, kind: str, L: int, H: int, D: int, ld: int) -> list[dict[str, Tensor]]:
     """Zeroed per-thread parameter-gradient accumulators for a kernel pass over a batch like `like` [B, ...]."""
-    shape = (L, H, D + 1, ld) if kind == "full" else (L, D + 1, ld)
     full = kind == "full"
+    shape = (L, H, D + 1, ld) if full else (L, D + 1, ld)
     return [
         {"dP": like.new_zeros(shape), "dQt": like.new_zeros(shape) if full else None}
         for _ in range(kernel.threads(like.shape[0]))
@@ -293,16 +293,10 @@ class FusedHalfSE(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, W1, W2, x, x_query, w, sigma, xi, weight, kind: str, cap: float | None):
-        B, _, d = x.shape
-        D = d + 1
-        L, H = W1.shape[0], W1.shape[1] if kind == "full" else 1
-        ld, t = _kernel_maps(W1, W2, kind, D)
-        draw = {"x": x, "xq": x_query, "w": w, "sigma": sigma, "xi": xi, "weight": weight}
-        t.update({k: v.contiguous() for k, v in draw.items() if v is not None})
-        t.update(y=x.new_empty(B), c=x.new_empty(B))
-        parts = _kernel_parts(x, kind, L, H, D, ld)
-        kernel.call("fused", kind == "full", ld, L, H, t, parts, cap=cap or 0.0, robust=cap is not None)
-        ctx.grads = _kernel_grads(kind, D, parts)
+        args = _fused_args(W1, W2, kind, x, x_query, w, sigma, xi, weight)
+        t, parts = args[-2:]
+        kernel.call("fused", kind == "full", *args, cap=cap or 0.0, robust=cap is not None)
+        ctx.grads = _kernel_grads(kind, x.shape[-1] + 1, parts)
         ctx.mark_non_differentiable(t["y"])
         return t["c"], t["y"]
 
@@ -314,6 +308,18 @@ class FusedHalfSE(torch.autograd.Function):
             raise RuntimeError("the fused training loss differentiates only a sum or mean of its loss terms")
         dW1, dW2 = ctx.grads
         return dW1 * scale, None if dW2 is None else dW2 * scale, *([None] * 8)
+
+
+def _fused_args(W1, W2, kind: str, x, x_query, w, sigma, xi, weight) -> tuple:
+    """kernel.call's (ld, L, H, t, parts) for the fused pass on a draw: the layer maps, the draw, fresh outputs "y"
+    and "c" in t, zeroed gradient accumulators in parts."""
+    B, _, d = x.shape
+    L, H = W1.shape[0], W1.shape[1] if kind == "full" else 1
+    ld, t = _kernel_maps(W1, W2, kind, d + 1)
+    draw = {"x": x, "xq": x_query, "w": w, "sigma": sigma, "xi": xi, "weight": weight}
+    t.update({k: v.contiguous() for k, v in draw.items() if v is not None})
+    t.update(y=x.new_empty(B), c=x.new_empty(B))
+    return ld, L, H, t, _kernel_parts(x, kind, L, H, d + 1, ld)
 
 
 def half_squared_errors(

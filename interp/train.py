@@ -144,13 +144,20 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
     cap = None if cfg.guard == "none" else GUARD_CAP * cfg.model.d
     if moments.fused_supported(model, draw.x):  # the kernel's training pass: the same loss, one pass
         terms, per_seq = moments.half_squared_errors(model, draw, weight, cap)
-        if cap is None:
-            return terms.mean(), 0
-        kept = int(torch.isfinite(per_seq).sum())
-        if kept == 0:
-            return per_seq.mean(), cfg.batch
-        return terms.sum() / cfg.batch, cfg.batch - kept
-    batch = draw.batch()
+    else:
+        terms, per_seq = _half_squared_errors(model, draw.batch(), weight, cap)
+    if cap is None:
+        return terms.mean(), 0
+    kept = int(torch.isfinite(per_seq).sum())
+    if kept == 0:
+        return per_seq.mean(), cfg.batch
+    return terms.sum() / cfg.batch, cfg.batch - kept
+
+
+def _half_squared_errors(model: LinearTransformer, batch, weight, cap: float | None) -> tuple[torch.Tensor, ...]:
+    """(loss terms, ℓ) as interp.moments.half_squared_errors gives them, from the model's forward and autograd:
+    ℓ = ½·v·error² per sequence; the terms are ℓ, or with `cap` robust_half_se of the finite ℓ only (the model is
+    run again on those, so that no non-finite sequence enters the graph)."""
 
     def half_se(keep=slice(None)):
         per = 0.5 * (model(batch.tokens[keep]) - batch.target[keep]) ** 2
@@ -158,14 +165,10 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
 
     per_seq = half_se()
     if cap is None:
-        return per_seq.mean(), 0
+        return per_seq, per_seq
     finite = torch.isfinite(per_seq.detach())
-    kept = int(finite.sum())
-    if 0 < kept < cfg.batch:
-        per_seq = half_se(finite)
-    elif kept == 0:
-        return per_seq.mean(), cfg.batch
-    return robust_half_se(per_seq, cap).sum() / cfg.batch, cfg.batch - kept
+    kept = per_seq if bool(finite.all()) or not bool(finite.any()) else half_se(finite)
+    return robust_half_se(kept, cap), per_seq
 
 
 def adam(params, lr: float) -> torch.optim.Adam:
