@@ -150,9 +150,11 @@ def test_the_documented_clean_to_corrupted_experiment(zoo_run):
     post = patching.get_act_patch_resid_post(model, corrupted, clean_cache, metric)
     assert pre.shape == post.shape == (4, 21)
     assert torch.equal(pre[1:], post[:-1])  # resid_post of layer l is resid_pre of layer l + 1
-    assert pre[0, -1] == 0  # permuting context labels leaves the query token unchanged
+    # permuting context labels leaves the query token unchanged: 0 to float rounding (here and below: the patched
+    # run takes the hooked per-token path, the metric's corrupted baseline the hook-free forward; ŷ differs ~1e-6)
+    assert abs(float(pre[0, -1])) < 1e-5
     torch.testing.assert_close(pre[:, -1], torch.tensor([0.0, 0.64, 0.90, 0.94]), rtol=0, atol=0.01)
-    assert post[-1, -1] == 1 and torch.all(post[-1, :-1] == 0)  # only the final query state is read out
+    assert post[-1, -1] == 1 and post[-1, :-1].abs().max() < 1e-5  # only the final query state is read out
     assert pre[:, :-1].abs().max() < 0.2  # one context token is one of n terms of every S^l
     attn = patching.get_act_patch_attn_out(model, corrupted, clean_cache, metric)
     assert abs(attn[0, -1] - 0.64) < 0.01

@@ -509,8 +509,9 @@ int call(int mode, int full, const int64_t* dims, void* const* p, double cap, in
 
 extern "C" {
 
-// The version of this interface; interp.kernel loads no file that answers otherwise.
-int interp_moments_abi() { return 3; }
+// The version of this library's interface (this file's and normal.cpp's functions); interp.kernel loads no file
+// that answers otherwise.
+int interp_moments_abi() { return 4; }
 
 // dtype: 0 float32, 1 float64; mode: 0 forward (writes y), 1 backward (reads gy, adds into dP, dQt, writes G0 if
 // not null), 2 fused training pass (reads x, xq, w, sigma, xi, weight; writes y, c; adds into dP, dQt);
