@@ -191,11 +191,12 @@ struct Args {
 template <typename T>
 struct Seq {
   int64_t M;
-  std::vector<T> S, N, Y, T_, ay, v, q, E, y, I;
+  std::vector<T> S, N, Y, T_, ay, v, q, E, xt, I;  // xt: the last sequence's x, copied (forward_seq)
   T target;  // fused: <w, x_q>
   Seq(int64_t L, int64_t H, int64_t W, int64_t LD, bool full, int64_t n = 0)
       : M(W * LD), S(L * M, T(0)), N(full ? L * M : M, T(0)), Y(full ? L * H * M : 0, T(0)), T_(M, T(0)),
-        ay(LD, T(0)), v(H * LD, T(0)), q(LD, T(0)), E(n * LD, T(0)), y(n, T(0)), I(M, T(0)), target(0) {
+        ay(LD, T(0)), v(H * LD, T(0)), q(LD, T(0)), E(n * LD, T(0)), xt(n * (W - 2) + LD, T(0)), I(M, T(0)),
+        target(0) {
     for (int64_t i = 0; i < W; ++i) I[i * LD + i] = T(1);
   }
 };
@@ -216,28 +217,55 @@ T forward_seq(const Args<T>& a, int64_t b, Seq<T>& st) {
     q0 = a.q0 + b * D;
     std::memset(S, 0, sizeof(T) * M);
     for (int64_t i = 0; i < D; ++i) std::memcpy(S + i * LD, s0 + i * D, sizeof(T) * D);
-  } else {  // from the draw: e_j = (x_j, y_j) as the rows of E; S = E^T E (the query is not a key)
+  } else {  // from the draw: S = E^T E over e_j = (x_j, y_j), y_j = <w, x_j> + sigma xi_j (the query is not a key)
+    // as S = A^T G A with G = Z^T Z over z_j = (x_j, xi_j) and A = [[I, w], [0, sigma]] (e_j = A^T z_j): the rows
+    // z_j are whole vectors (x_j's lanes, then xi_j), so no label is formed and no row is written entry by entry.
     const T* x = a.x + b * a.n * d;
     const T* w = a.w + b * d;
     const T* xi = a.xi + b * a.n;
     const T sigma = a.sigma[b];
-    T* E = st.E.data();  // n rows of LD lanes; lanes beyond D stay zero
-    T* y = st.y.data();
-    for (int64_t j = 0; j < a.n; ++j) y[j] = T(0);
-    for (int64_t i = 0; i < d; ++i)  // the n dot products side by side (one chain each would wait on its adds)
-      for (int64_t j = 0; j < a.n; ++j) y[j] += x[j * d + i] * w[i];
-    for (int64_t j = 0; j < a.n; ++j) {
-      T* e = E + j * LD;
-      for (int64_t i = 0; i < d; ++i) e[i] = x[j * d + i];
-      e[d] = y[j] + sigma * xi[j];  // y_j = <w, x_j> + sigma xi_j
+    T* E = st.E.data();  // the rows z_j, n rows of LD lanes; lanes beyond D stay zero
+    // A vector load of x_j reads up to LD - 1 entries past it: within the draw except at its very end, so the
+    // batch's last sequence copies its rows first.
+    const T* xs = x;
+    if (b == a.b1 - 1) {
+      std::memcpy(st.xt.data(), x, sizeof(T) * a.n * d);  // the entries after them stay zero
+      xs = st.xt.data();
     }
-    int64_t i = 0;
+    V lane;  // 0, 1, ..., NL - 1
+    for (int k = 0; k < NL; ++k) lane[k] = T(k);
+    for (int64_t j = 0; j < a.n; ++j)
+      for (int v = 0; v < NV; ++v) {
+        V r{};
+        if (v * NL < d) r = lane < T(d - v * NL) ? vload<T, LD>(xs + j * d + v * NL) : V{};
+        vstore<T, LD>(E + j * LD + v * NL, r + xi[j] * vload<T, LD>(I + d * LD + v * NL));
+      }
+    int64_t i = 0;  // rows < D of G = Z^T Z (lanes >= D zero)
     for (; i + 4 <= D; i += 4) gemm_rows<T, LD, true, false, 4>(S, E, E, int(a.n), int(i));
     switch (D - i) {
       case 3: gemm_rows<T, LD, true, false, 3>(S, E, E, int(a.n), int(i)); break;
       case 2: gemm_rows<T, LD, true, false, 2>(S, E, E, int(a.n), int(i)); break;
       case 1: gemm_rows<T, LD, true, false, 1>(S, E, E, int(a.n), int(i)); break;
       default: break;
+    }
+    // u = G A[:, d] = sum_i w_i G[i] + sigma G[d]: lanes < d are S[:d, d] = X^T y; S[d, d] = sum_i w_i u_i + sigma u_d
+    V u[NV];
+    for (int v = 0; v < NV; ++v) {
+      V r = sigma * vload<T, LD>(S + d * LD + v * NL);
+      for (int64_t k = 0; k < d; ++k) r += w[k] * vload<T, LD>(S + k * LD + v * NL);
+      u[v] = r;
+    }
+    T uu[LD];
+    std::memcpy(uu, u, sizeof uu);
+    T syy = sigma * uu[d];
+    for (int64_t k = 0; k < d; ++k) syy += w[k] * uu[k];
+    for (int v = 0; v < NV; ++v) {  // lane d of rows < d becomes u_i; row d becomes u with lane d = S[d, d]
+      const V unit = vload<T, LD>(I + d * LD + v * NL);
+      for (int64_t k = 0; k < d; ++k) {
+        T* row = S + k * LD + v * NL;
+        vstore<T, LD>(row, vload<T, LD>(row) + (uu[k] - S[k * LD + d]) * unit);
+      }
+      vstore<T, LD>(S + d * LD + v * NL, u[v] + (syy - uu[d]) * unit);
     }
     const T* xq = a.xq + b * d;
     T* q = st.q.data();  // the query token (x_q, 0)
