@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 ROW_LENGTHS = (8, 16, 32, 64)  # compiled SIMD row lengths: Ŝ of width d + 2 runs in the smallest that holds it
-ABI = 4  # moments.cpp's interp_moments_abi()
+ABI = 5  # moments.cpp's interp_moments_abi()
 MODES = {"forward": 0, "backward": 1, "fused": 2}
 _DTYPES = {torch.float32: 0, torch.float64: 1}
 _POINTERS = ("S0", "q0", "P", "Q", "Pt", "y", "gy", "dP", "dQt", "G0", "x", "xq", "w", "sigma", "xi", "weight", "c")
@@ -79,8 +79,8 @@ def call(
     cap: float = 0.0,
     robust: bool = False,
 ) -> None:
-    """Run the kernel over the batch of `t`, contiguous tensors named as moments.cpp's Args: "P", "Q", "Pt" (the
-    layer maps) and, by `mode`:
+    """Run the kernel over the batch of `t`, contiguous tensors named as moments.cpp's Args: the layer maps (FULL:
+    "P", "Q", "Pt"; DIAG: "P" = ω [L, 4], with parts' "dP" = ∂/∂ω [L, 4]) and, by `mode`:
 
     - "forward": reads "S0", "q0", writes "y" (the prediction);
     - "backward": reads "S0", "q0", "gy", adds thread i's parameter gradients into parts[i]["dP"] (and "dQt" for

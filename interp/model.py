@@ -8,7 +8,7 @@ The prediction is ŷ = −y of the query after the last layer.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from einops import einsum, rearrange
@@ -35,9 +35,12 @@ class Omegas:
     omega_xy: Tensor
     omega_yx: Tensor
     omega_yy: Tensor
+    _stacked: Tensor | None = field(default=None, repr=False, compare=False)  # stack(), when built stacked
 
     def stack(self) -> Float[Tensor, "L 4"]:
         """Columns ω_xx, ω_xy, ω_yx, ω_yy."""
+        if self._stacked is not None:
+            return self._stacked
         return torch.stack([self.omega_xx, self.omega_xy, self.omega_yx, self.omega_yy], dim=-1)
 
 
@@ -365,13 +368,10 @@ class LinearTransformer(HookedRootModule):
         models."""
         if self.cfg.param == "full":
             raise ValueError("omegas() is defined for diag and gdpp models; fit a FULL model with interp.probes")
-        p_x, p_y, q_x, q_y = (torch.stack(t) for t in zip(*(b.attn.diag_params() for b in self.blocks)))
-        return Omegas(
-            omega_xx=(p_x * q_x).sum(-1),
-            omega_xy=(p_x * q_y).sum(-1),
-            omega_yx=(p_y * q_x).sum(-1),
-            omega_yy=(p_y * q_y).sum(-1),
-        )
+        pq = torch.stack([t for b in self.blocks for t in b.attn.diag_params()]).unflatten(0, (-1, 4))  # [L, 4, H]
+        # [[ω_xx, ω_xy], [ω_yx, ω_yy]] = Σ_k (p_x, p_y)ᵀ (q_x, q_y) per layer, in one batched product
+        stacked = torch.bmm(pq[:, :2], pq[:, 2:].mT).flatten(1)
+        return Omegas(*stacked.unbind(-1), _stacked=stacked)
 
     # ------------------------------------------------------------------ constructors
     @classmethod

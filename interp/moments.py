@@ -221,7 +221,8 @@ def _omega_grad(dOm: Float[Tensor, "L w w"], d: int) -> Float[Tensor, "L 4"]:
 
 
 def _kernel_maps(W1: Tensor, W2: Tensor | None, kind: str, D: int) -> tuple[int, dict[str, Tensor]]:
-    """(row length ld, the layer maps as the kernel reads them: "P", "Q" (and "Pt" for FULL) in rows of ld lanes)."""
+    """(row length ld, the layer maps as the kernel reads them: FULL's "P", "Q", "Pt" in rows of ld lanes; DIAG's
+    "P" = ω [L, 4], which the kernel expands into Ω and Ωᵀ itself)."""
     W = D + 1
     ld = kernel.row_length(W)
 
@@ -230,14 +231,13 @@ def _kernel_maps(W1: Tensor, W2: Tensor | None, kind: str, D: int) -> tuple[int,
 
     if kind == "full":
         return ld, {"P": pad(W1), "Q": pad(W2), "Pt": pad(W1.mT)}
-    Om = omega_matrix(W1, D - 1, W)
-    return ld, {"P": pad(Om), "Q": pad(Om.mT)}
+    return ld, {"P": W1.contiguous()}
 
 
 def _kernel_parts(like: Tensor, kind: str, L: int, H: int, D: int, ld: int) -> list[dict[str, Tensor]]:
     """Zeroed per-thread parameter-gradient accumulators for a kernel pass over a batch like `like` [B, ...]."""
     full = kind == "full"
-    shape = (L, H, D + 1, ld) if full else (L, D + 1, ld)
+    shape = (L, H, D + 1, ld) if full else (L, 4)
     return [
         {"dP": like.new_zeros(shape), "dQt": like.new_zeros(shape) if full else None}
         for _ in range(kernel.threads(like.shape[0]))
@@ -245,11 +245,12 @@ def _kernel_parts(like: Tensor, kind: str, L: int, H: int, D: int, ld: int) -> l
 
 
 def _kernel_grads(kind: str, D: int, parts: list[dict[str, Tensor]]) -> tuple[Tensor, Tensor | None]:
-    """(∂/∂W1, ∂/∂W2) in MomentRecursion's shapes from the threads' accumulators."""
-    dP = sum(p["dP"] for p in parts)
+    """(∂/∂W1, ∂/∂W2) in MomentRecursion's shapes from the threads' accumulators (DIAG's: ∂/∂ω already)."""
+    dP = parts[0]["dP"] if len(parts) == 1 else sum(p["dP"] for p in parts)
     if kind == "full":
-        return dP[..., :D, :D], sum(p["dQt"] for p in parts)[..., :D, :D].mT
-    return _omega_grad(dP[..., : D + 1].mT, D - 1), None
+        dQt = parts[0]["dQt"] if len(parts) == 1 else sum(p["dQt"] for p in parts)
+        return dP[..., :D, :D], dQt[..., :D, :D].mT
+    return dP, None
 
 
 def _kernel_forward(ctx, S0, q0, W1, W2, kind: str, save: bool) -> Tensor:

@@ -167,12 +167,13 @@ struct Args {
   int64_t D, L, H, b0, b1, n;
   const T* S0;  // [B, D, D], or null: built from the draw (fused mode)
   const T* q0;  // [B, D]
-  const T* P;   // FULL: [L, H, W, LD] zero-padded P_k;  DIAG: Omega [L, W, LD]
-  const T* Q;   // FULL: [L, H, W, LD] zero-padded Q_k;  DIAG: Omega^T [L, W, LD]
+  const T* P;   // FULL: [L, H, W, LD] zero-padded P_k;  DIAG: Omega [L, W, LD] (call() builds it from omega)
+  const T* Q;   // FULL: [L, H, W, LD] zero-padded Q_k;  DIAG: Omega^T [L, W, LD] (likewise)
   const T* Pt;  // FULL: [L, H, W, LD] P_k^T;            DIAG: unused
   T* y;         // [B] forward: the prediction;  fused: the half squared error l_b = v_b (y-hat_b - y_q,b)^2 / 2
   const T* gy;  // [B] d/dy (backward)
-  T* dP;        // backward, this call's partial sums. FULL: dP_k [L, H, W, LD];  DIAG: dOmega^T [L, W, LD]
+  T* dP;        // backward, this call's partial sums. FULL: dP_k [L, H, W, LD];  DIAG: dOmega^T [L, W, LD] (call()
+                // sums its blocks into d/d omega)
   T* dQt;       // FULL: dQ_k^T [L, H, W, LD]
   T* G0;        // [B, W, LD] G at the input, or null when the input needs no gradient
   const T* x;       // fused, the draw: context inputs [B, n, d] (d = D - 1)
@@ -512,25 +513,71 @@ void run(int mode, const Args<T>& a) {
   else fused<T, LD, FULL>(a);
 }
 
+// DIAG's Omega^l and its transpose [L, W, LD] from omega [L, 4] = (omega_xx, omega_xy, omega_yx, omega_yy): the
+// blocks (d, 1) x (d, 1), zero in the query's row and column and beyond (interp.moments.omega_matrix).
+template <typename T>
+void omega_matrices(const T* omega, int64_t L, int64_t D, int64_t LD, T* Om, T* OmT) {
+  const int64_t d = D - 1, M = (D + 1) * LD;
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t i = 0; i < D; ++i)
+      for (int64_t j = 0; j < D; ++j) {
+        const T o = omega[l * 4 + (i < d ? 0 : 2) + (j < d ? 0 : 1)];
+        Om[l * M + i * LD + j] = o;
+        OmT[l * M + j * LD + i] = o;
+      }
+}
+
+// d/d omega [L, 4] += the block sums of d/d Omega, from its transpose dOmT [L, W, LD].
+template <typename T>
+void omega_grad(const T* dOmT, int64_t L, int64_t D, int64_t LD, T* domega) {
+  const int64_t d = D - 1, M = (D + 1) * LD;
+  for (int64_t l = 0; l < L; ++l) {
+    const T* g = dOmT + l * M;  // g[j][i] = d/d Omega[i][j]
+    T xx = 0, xy = 0, yx = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      for (int64_t i = 0; i < d; ++i) xx += g[j * LD + i];
+      yx += g[j * LD + d];  // Omega[d][j]
+      xy += g[d * LD + j];  // Omega[j][d]
+    }
+    domega[l * 4 + 0] += xx, domega[l * 4 + 1] += xy, domega[l * 4 + 2] += yx, domega[l * 4 + 3] += g[d * LD + d];
+  }
+}
+
 template <typename T>
 int call(int mode, int full, const int64_t* dims, void* const* p, double cap, int robust) {
   // dims: ld, D, L, H, b0, b1, n.  p: S0, q0, P, Q, Pt, y, gy, dP, dQt, G0, x, xq, w, sigma, xi, weight, c
+  // (DIAG: P is omega [L, 4], Q and Pt unused, dP is d/d omega [L, 4])
   Args<T> a{dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], (const T*)p[0], (const T*)p[1], (const T*)p[2],
             (const T*)p[3], (const T*)p[4], (T*)p[5], (const T*)p[6], (T*)p[7], (T*)p[8], (T*)p[9],
             (const T*)p[10], (const T*)p[11], (const T*)p[12], (const T*)p[13], (const T*)p[14],
             (const T*)p[15], (T*)p[16], T(cap), robust};
+  const int64_t ld = dims[0], M = (a.D + 1) * ld;
+  std::vector<T> om, dom;  // DIAG: Omega and Omega^T, then dOmega^T
+  T* domega = nullptr;
+  if (!full) {
+    om.assign(2 * a.L * M, T(0));
+    omega_matrices(a.P, a.L, a.D, ld, om.data(), om.data() + a.L * M);
+    a.P = om.data(), a.Q = om.data() + a.L * M;
+    if (mode != 0) {
+      dom.assign(a.L * M, T(0));
+      domega = a.dP, a.dP = dom.data();
+    }
+  }
   auto go = [&](auto ld) {
     constexpr int LD = decltype(ld)::value;
     full ? run<T, LD, true>(mode, a) : run<T, LD, false>(mode, a);
     return 0;
   };
-  switch (dims[0]) {
-    case 8: return go(std::integral_constant<int, 8>{});
-    case 16: return go(std::integral_constant<int, 16>{});
-    case 32: return go(std::integral_constant<int, 32>{});
-    case 64: return go(std::integral_constant<int, 64>{});
-    default: return 1;
+  int code = 1;
+  switch (ld) {
+    case 8: code = go(std::integral_constant<int, 8>{}); break;
+    case 16: code = go(std::integral_constant<int, 16>{}); break;
+    case 32: code = go(std::integral_constant<int, 32>{}); break;
+    case 64: code = go(std::integral_constant<int, 64>{}); break;
+    default: break;
   }
+  if (code == 0 && domega) omega_grad(dom.data(), a.L, a.D, ld, domega);
+  return code;
 }
 
 }  // namespace
@@ -539,11 +586,12 @@ extern "C" {
 
 // The version of this library's interface (this file's and normal.cpp's functions); interp.kernel loads no file
 // that answers otherwise.
-int interp_moments_abi() { return 4; }
+int interp_moments_abi() { return 5; }
 
 // dtype: 0 float32, 1 float64; mode: 0 forward (writes y), 1 backward (reads gy, adds into dP, dQt, writes G0 if
 // not null), 2 fused training pass (reads x, xq, w, sigma, xi, weight; writes y, c; adds into dP, dQt);
-// full: 1 FULL, 0 DIAG. dims and p as in call(). Returns 0, or 1 for a row length that was not compiled.
+// full: 1 FULL, 0 DIAG (P: omega [L, 4]; dP: d/d omega [L, 4]). dims and p as in call(). Returns 0, or 1 for a row
+// length that was not compiled.
 int interp_moments(int dtype, int mode, int full, const int64_t* dims, void* const* p, double cap, int robust) {
   if (dtype == 0) return call<float>(mode, full, dims, p, cap, robust);
   return call<double>(mode, full, dims, p, cap, robust);
