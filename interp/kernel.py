@@ -132,7 +132,7 @@ def randn(*shape: int, generator: torch.Generator, dtype=torch.float32, device="
     unchanged; the same Box-Muller pairing; the transform computed in float32 like torch's, with its own log and
     sincos, so each number equals torch's to a few float32 ulps (88% of them bit for bit; at most 4 ulps in 10^7
     draws). Anything else (another dtype or device, fewer numbers, a torch whose generator layout this build does not
-    know: checked once against torch.randn) is torch.randn itself.
+    know: checked once against torch.randn), or the environment variable INTERP_RANDN=0, is torch.randn itself.
     """
     numel = 1
     for s in shape:
@@ -142,6 +142,7 @@ def randn(*shape: int, generator: torch.Generator, dtype=torch.float32, device="
         or torch.device(device).type != "cpu"
         or generator.device.type != "cpu"
         or numel < 16
+        or os.environ.get("INTERP_RANDN", "1") == "0"
         or not _randn_agrees()
     ):
         return torch.randn(*shape, generator=generator, dtype=dtype, device=device)

@@ -70,3 +70,10 @@ def test_task_draws_keep_torchs_stream():
     for ours, theirs in zip((draw.w, draw.x, draw.x_query, draw.xi), (w, x, x_t, xi)):
         assert float(kernel._ulps(ours, theirs).max()) <= kernel.RANDN_ULPS
     assert torch.equal(draw.sigma, sigma)  # uniforms are torch's own, after the kernel's normals left the same state
+
+
+def test_interp_randn_0_is_torch(monkeypatch):
+    """INTERP_RANDN=0 draws with torch.randn itself (the task draws bit for bit as before interp.kernel.randn)."""
+    monkeypatch.setenv("INTERP_RANDN", "0")
+    a = kernel.randn(64, 20, 10, generator=torch.Generator().manual_seed(6))
+    assert torch.equal(a, torch.randn(64, 20, 10, generator=torch.Generator().manual_seed(6)))
