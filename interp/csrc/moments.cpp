@@ -80,6 +80,49 @@ inline void gemm_rows(T* __restrict C, const T* __restrict A, const T* __restric
   }
 }
 
+// Rows i..i+R-1 of A B (as gemm_rows, no transpose), handed to f(row, accumulator vectors) instead of stored.
+template <typename T, int LD, int R, int K, typename F>
+inline void gemm_rows_to(const T* __restrict A, const T* __restrict B, int W, int i, F&& f) {
+  using S = Simd<T, LD>;
+  using V = typename S::V;
+  constexpr int NV = S::NV;
+  const int kw = K > 0 ? K : W;
+  V acc[R][NV] = {};
+#pragma GCC unroll 16
+  for (int k = 0; k < kw; ++k) {
+    V b[NV];
+    std::memcpy(b, B + k * LD, sizeof b);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const T a = A[(i + r) * LD + k];
+      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
+    }
+  }
+  for (int r = 0; r < R; ++r) f(i + r, acc[r]);
+}
+
+// f(row, vectors of row `row` of A B) for every row < W of the W x W product A B (the rows as gemm computes them).
+template <typename T, int LD, typename F>
+inline void mm_to(const T* __restrict A, const T* __restrict B, int W, F&& f) {
+  if constexpr (LD == 16) {  // as gemm: W fixed, all rows at once
+    switch (W) {
+      case 9: return gemm_rows_to<T, LD, 9, 9>(A, B, 9, 0, f);
+      case 10: return gemm_rows_to<T, LD, 10, 10>(A, B, 10, 0, f);
+      case 11: return gemm_rows_to<T, LD, 11, 11>(A, B, 11, 0, f);
+      case 12: return gemm_rows_to<T, LD, 12, 12>(A, B, 12, 0, f);
+      case 13: return gemm_rows_to<T, LD, 13, 13>(A, B, 13, 0, f);
+      case 14: return gemm_rows_to<T, LD, 14, 14>(A, B, 14, 0, f);
+      case 15: return gemm_rows_to<T, LD, 15, 15>(A, B, 15, 0, f);
+      case 16: return gemm_rows_to<T, LD, 16, 16>(A, B, 16, 0, f);
+      default: break;
+    }
+  }
+  constexpr int R = 4;
+  int i = 0;
+  for (; i + R <= W; i += R) gemm_rows_to<T, LD, R, 0>(A, B, W, i, f);
+  for (; i < W; ++i) gemm_rows_to<T, LD, 1, 0>(A, B, W, i, f);
+}
+
 // C (=, +=) op(A) B for W x W matrices stored in rows of LD lanes (lanes W..LD-1 of A and B are zero).
 template <typename T, int LD, bool TA, bool ACC>
 inline void gemm(T* __restrict C, const T* __restrict A, const T* __restrict B, int W) {
@@ -159,6 +202,25 @@ inline void transpose(T* __restrict Ct, const T* __restrict C, int W) {
   } else {
     for (int i = 0; i < W; ++i)
       for (int j = 0; j < W; ++j) Ct[i * LD + j] = C[j * LD + i];
+  }
+}
+
+// C += A + A^T for W x W (lanes W..LD-1 of A zero): G' = N G N^T + R + R^T without storing R^T.
+template <typename T, int LD>
+inline void add_sym(T* __restrict C, const T* __restrict A, int W) {
+  using S = Simd<T, LD>;
+  if constexpr (S::NV == 1) {  // A^T in registers (transpose's butterfly), added row by row
+    using V = typename S::V;
+    V t[LD];
+    for (int i = 0; i < LD; ++i) {
+      if (i < W) std::memcpy(&t[i], A + i * LD, sizeof(V));
+      else t[i] = V{};
+    }
+    butterfly<V, LD, LD / 2>(t);
+    for (int i = 0; i < W; ++i) vstore<T, LD>(C + i * LD, vload<T, LD>(C + i * LD) + vload<T, LD>(A + i * LD) + t[i]);
+  } else {
+    for (int i = 0; i < W; ++i)
+      for (int j = 0; j < W; ++j) C[i * LD + j] += A[i * LD + j] + A[j * LD + i];
   }
 }
 
@@ -345,11 +407,11 @@ void forward(const Args<T>& a) {
 template <typename T>
 struct Grad {
   std::vector<T> buf;
-  T *G, *Gn, *U, *dN, *Nt, *X, *R, *Rt, *av, *dq, *w;
-  Grad(int64_t W, int64_t LD) : buf(8 * W * LD + 3 * LD, T(0)) {
+  T *G, *Gn, *U, *dN, *Nt, *X, *R, *av, *dq, *w;
+  Grad(int64_t W, int64_t LD) : buf(7 * W * LD + 3 * LD, T(0)) {
     const int64_t M = W * LD;
-    G = buf.data(), Gn = G + M, U = Gn + M, dN = U + M, Nt = dN + M, X = Nt + M, R = X + M, Rt = R + M;
-    av = Rt + M, dq = av + LD, w = dq + LD;
+    G = buf.data(), Gn = G + M, U = Gn + M, dN = U + M, Nt = dN + M, X = Nt + M, R = X + M;
+    av = R + M, dq = av + LD, w = dq + LD;
   }
 };
 
@@ -358,7 +420,7 @@ struct Grad {
 template <typename T, int LD, bool FULL>
 void backward_seq(const Args<T>& a, int64_t b, const Seq<T>& st, Grad<T>& g, T gy) {
   const int64_t D = a.D, W = D + 1, L = a.L, H = a.H, d = D - 1, M = W * LD;
-  T *G = g.G, *Gn = g.Gn, *U = g.U, *dN = g.dN, *Nt = g.Nt, *X = g.X, *R = g.R, *Rt = g.Rt;
+  T *G = g.G, *Gn = g.Gn, *U = g.U, *dN = g.dN, *Nt = g.Nt, *X = g.X, *R = g.R;
   T *av = g.av, *dq = g.dq, *w = g.w;
   T* Nd = X;  // DIAG rebuilds N where FULL keeps X
   const bool need_input = a.G0 != nullptr;
@@ -434,8 +496,8 @@ void backward_seq(const Args<T>& a, int64_t b, const Seq<T>& st, Grad<T>& g, T g
       });
       N = Nd;
     }
-    mm<T, LD>(U, N, G, W);    // N G
-    mm<T, LD>(dN, Sc, U, W);  // d/dN of N^T S N: S N G (G = 2 sym(d/dS'))
+    mm<T, LD>(U, N, G, W);  // N G
+    if (FULL) mm<T, LD>(dN, Sc, U, W);  // d/dN of N^T S N: S N G (G = 2 sym(d/dS'))
     if (next) mm<T, LD>(Gn, U, Nt, W);  // through S directly: N G N^T
     if (FULL) {  // A^T = sum_k Q_k^T S P_k^T
       for (int64_t k = 0; k < H; ++k) {
@@ -449,20 +511,20 @@ void backward_seq(const Args<T>& a, int64_t b, const Seq<T>& st, Grad<T>& g, T g
           else mm_acc<T, LD>(R, Qk, X, W);
         }
       }
-    } else {  // A^T = S (.) Omega^T
+    } else {  // A^T = S (.) Omega^T: each row of dN = S U as it is computed, never stored
       const T* OmT = a.Q + l * M;
       T* dOmT = a.dP + l * M;
-      rowwise<T, LD>(W, [&](int o) {
-        const auto n = vload<T, LD>(dN + o);
-        vstore<T, LD>(dOmT + o, vload<T, LD>(dOmT + o) + n * vload<T, LD>(Sc + o));
-        vstore<T, LD>(R + o, n * vload<T, LD>(OmT + o));  // dA^T (.) Omega^T
+      constexpr int NV = Simd<T, LD>::NV, NL = Simd<T, LD>::NL;
+      mm_to<T, LD>(Sc, U, W, [&](int i, const auto* n) {
+        for (int v = 0; v < NV; ++v) {
+          const int o = i * LD + v * NL;
+          vstore<T, LD>(dOmT + o, vload<T, LD>(dOmT + o) + n[v] * vload<T, LD>(Sc + o));
+          vstore<T, LD>(R + o, n[v] * vload<T, LD>(OmT + o));  // dA^T (.) Omega^T
+        }
       });
     }
     if (next) {  // G' = N G N^T + R + R^T
-      transpose<T, LD>(Rt, R, W);
-      rowwise<T, LD>(W, [&](int o) {
-        vstore<T, LD>(Gn + o, vload<T, LD>(Gn + o) + vload<T, LD>(R + o) + vload<T, LD>(Rt + o));
-      });
+      add_sym<T, LD>(Gn, R, W);
       std::swap(G, Gn);
     }
   }
