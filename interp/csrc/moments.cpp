@@ -250,14 +250,14 @@ struct Args {
 };
 
 // One sequence's forward state, reused from sequence to sequence so that it stays in L1: S-hat^l for every
-// layer, and for FULL N^l and Y_k^l = Q_k^T S-hat^l; the last layer's A^T[:, y] and S-hat p_k.
+// layer, N^l, for FULL Y_k^l = Q_k^T S-hat^l; the last layer's A^T[:, y] and S-hat p_k.
 template <typename T>
 struct Seq {
   int64_t M;
   std::vector<T> S, N, Y, T_, ay, v, q, E, xt, I;  // xt: the last sequence's x, copied (forward_seq)
   T target;  // fused: <w, x_q>
   Seq(int64_t L, int64_t H, int64_t W, int64_t LD, bool full, int64_t n = 0)
-      : M(W * LD), S(L * M, T(0)), N(full ? L * M : M, T(0)), Y(full ? L * H * M : 0, T(0)), T_(M, T(0)),
+      : M(W * LD), S(L * M, T(0)), N(L * M, T(0)), Y(full ? L * H * M : 0, T(0)), T_(M, T(0)),
         ay(LD, T(0)), v(H * LD, T(0)), q(LD, T(0)), E(n * LD, T(0)), xt(n * (W - 2) + LD, T(0)), I(M, T(0)),
         target(0) {
     for (int64_t i = 0; i < W; ++i) I[i * LD + i] = T(1);
@@ -355,7 +355,7 @@ T forward_seq(const Args<T>& a, int64_t b, Seq<T>& st) {
   }
   for (int64_t l = 0; l + 1 < L; ++l) {
     const T* Sl = S + l * M;
-    T* N = FULL ? st.N.data() + l * M : st.N.data();
+    T* N = st.N.data() + l * M;
     if (FULL) {  // N = I + sum_k (Q_k^T S) P_k^T
       for (int64_t k = 0; k < H; ++k) {
         T* Y = st.Y.data() + (l * H + k) * M;
@@ -422,7 +422,6 @@ void backward_seq(const Args<T>& a, int64_t b, const Seq<T>& st, Grad<T>& g, T g
   const int64_t D = a.D, W = D + 1, L = a.L, H = a.H, d = D - 1, M = W * LD;
   T *G = g.G, *Gn = g.Gn, *U = g.U, *dN = g.dN, *Nt = g.Nt, *X = g.X, *R = g.R;
   T *av = g.av, *dq = g.dq, *w = g.w;
-  T* Nd = X;  // DIAG rebuilds N where FULL keeps X
   const bool need_input = a.G0 != nullptr;
   const T* S = st.S.data();
   const T* Sl = S + (L - 1) * M;
@@ -485,16 +484,14 @@ void backward_seq(const Args<T>& a, int64_t b, const Seq<T>& st, Grad<T>& g, T g
     if (FULL) {
       N = st.N.data() + l * M;
       if (next) transpose<T, LD>(Nt, N, W);
-    } else {  // N = I + S (.) Omega^T, N^T = I + S (.) Omega
-      const T* OmT = a.Q + l * M;
+    } else {  // N as the forward left it; N^T = I + S (.) Omega
+      N = st.N.data() + l * M;
       const T* Om = a.P + l * M;
       const T* I = st.I.data();
-      rowwise<T, LD>(W, [&](int o) {
-        const auto s = vload<T, LD>(Sc + o), id = vload<T, LD>(I + o);
-        vstore<T, LD>(Nd + o, s * vload<T, LD>(OmT + o) + id);
-        vstore<T, LD>(Nt + o, s * vload<T, LD>(Om + o) + id);
-      });
-      N = Nd;
+      if (next)
+        rowwise<T, LD>(W, [&](int o) {
+          vstore<T, LD>(Nt + o, vload<T, LD>(Sc + o) * vload<T, LD>(Om + o) + vload<T, LD>(I + o));
+        });
     }
     mm<T, LD>(U, N, G, W);  // N G
     if (FULL) mm<T, LD>(dN, Sc, U, W);  // d/dN of N^T S N: S N G (G = 2 sym(d/dS'))
