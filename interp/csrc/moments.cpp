@@ -47,11 +47,11 @@ inline void vstore(T* p, typename Simd<T, LD>::V x) {
   std::memcpy(p, &x, sizeof x);
 }
 
-// Rows i..i+R-1 of C (=, +=) op(A) B with op(A) = A or A^T, all LD lanes: each row of B is loaded once for R
-// multiply-adds, and R accumulation chains run side by side. K > 0 fixes W = K at compile time (every loop
-// unrolls; with R = K all rows of C accumulate at once).
-template <typename T, int LD, bool TA, bool ACC, int R, int K = 0>
-inline void gemm_rows(T* __restrict C, const T* __restrict A, const T* __restrict B, int W, int i) {
+// Rows i..i+R-1 of op(A) B, op(A) = A or A^T, all LD lanes, handed to f(row, that row's vectors): each row of B is
+// loaded once for R multiply-adds, and R accumulation chains run side by side. K > 0 fixes the inner dimension
+// W = K at compile time (every loop unrolls; with R = K all rows accumulate at once).
+template <typename T, int LD, bool TA, int R, int K = 0, typename F>
+inline void gemm_rows(const T* __restrict A, const T* __restrict B, int W, int i, F&& f) {
   using S = Simd<T, LD>;
   using V = typename S::V;
   constexpr int NV = S::NV;
@@ -67,87 +67,63 @@ inline void gemm_rows(T* __restrict C, const T* __restrict A, const T* __restric
       for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
     }
   }
-  for (int r = 0; r < R; ++r) {
-    T* c = C + (i + r) * LD;
-    if (ACC) {
-      V cv[NV];
-      std::memcpy(cv, c, sizeof cv);
-      for (int v = 0; v < NV; ++v) cv[v] += acc[r][v];
-      std::memcpy(c, cv, sizeof cv);
-    } else {
-      std::memcpy(c, acc[r], sizeof acc[r]);
-    }
-  }
-}
-
-// Rows i..i+R-1 of A B (as gemm_rows, no transpose), handed to f(row, accumulator vectors) instead of stored.
-template <typename T, int LD, int R, int K, typename F>
-inline void gemm_rows_to(const T* __restrict A, const T* __restrict B, int W, int i, F&& f) {
-  using S = Simd<T, LD>;
-  using V = typename S::V;
-  constexpr int NV = S::NV;
-  const int kw = K > 0 ? K : W;
-  V acc[R][NV] = {};
-#pragma GCC unroll 16
-  for (int k = 0; k < kw; ++k) {
-    V b[NV];
-    std::memcpy(b, B + k * LD, sizeof b);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const T a = A[(i + r) * LD + k];
-      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
-    }
-  }
   for (int r = 0; r < R; ++r) f(i + r, acc[r]);
 }
 
-// f(row, vectors of row `row` of A B) for every row < W of the W x W product A B (the rows as gemm computes them).
-template <typename T, int LD, typename F>
-inline void mm_to(const T* __restrict A, const T* __restrict B, int W, F&& f) {
-  if constexpr (LD == 16) {  // as gemm: W fixed, all rows at once
-    switch (W) {
-      case 9: return gemm_rows_to<T, LD, 9, 9>(A, B, 9, 0, f);
-      case 10: return gemm_rows_to<T, LD, 10, 10>(A, B, 10, 0, f);
-      case 11: return gemm_rows_to<T, LD, 11, 11>(A, B, 11, 0, f);
-      case 12: return gemm_rows_to<T, LD, 12, 12>(A, B, 12, 0, f);
-      case 13: return gemm_rows_to<T, LD, 13, 13>(A, B, 13, 0, f);
-      case 14: return gemm_rows_to<T, LD, 14, 14>(A, B, 14, 0, f);
-      case 15: return gemm_rows_to<T, LD, 15, 15>(A, B, 15, 0, f);
-      case 16: return gemm_rows_to<T, LD, 16, 16>(A, B, 16, 0, f);
-      default: break;
-    }
-  }
-  constexpr int R = 4;
-  int i = 0;
-  for (; i + R <= W; i += R) gemm_rows_to<T, LD, R, 0>(A, B, W, i, f);
-  for (; i < W; ++i) gemm_rows_to<T, LD, 1, 0>(A, B, W, i, f);
-}
-
-// C (=, +=) op(A) B for W x W matrices stored in rows of LD lanes (lanes W..LD-1 of A and B are zero).
-template <typename T, int LD, bool TA, bool ACC>
-inline void gemm(T* __restrict C, const T* __restrict A, const T* __restrict B, int W) {
-  if constexpr (LD == 16) {  // d = 7..14, the paper's d = 10 among them: W fixed, all rows at once
-    switch (W) {
-      case 9: return gemm_rows<T, LD, TA, ACC, 9, 9>(C, A, B, 9, 0);
-      case 10: return gemm_rows<T, LD, TA, ACC, 10, 10>(C, A, B, 10, 0);
-      case 11: return gemm_rows<T, LD, TA, ACC, 11, 11>(C, A, B, 11, 0);
-      case 12: return gemm_rows<T, LD, TA, ACC, 12, 12>(C, A, B, 12, 0);
-      case 13: return gemm_rows<T, LD, TA, ACC, 13, 13>(C, A, B, 13, 0);
-      case 14: return gemm_rows<T, LD, TA, ACC, 14, 14>(C, A, B, 14, 0);
-      case 15: return gemm_rows<T, LD, TA, ACC, 15, 15>(C, A, B, 15, 0);
-      case 16: return gemm_rows<T, LD, TA, ACC, 16, 16>(C, A, B, 16, 0);
-      default: break;
-    }
-  }
-  constexpr int R = 4;
-  int i = 0;
-  for (; i + R <= W; i += R) gemm_rows<T, LD, TA, ACC, R>(C, A, B, W, i);
-  switch (W - i) {
-    case 3: gemm_rows<T, LD, TA, ACC, 3>(C, A, B, W, i); break;
-    case 2: gemm_rows<T, LD, TA, ACC, 2>(C, A, B, W, i); break;
-    case 1: gemm_rows<T, LD, TA, ACC, 1>(C, A, B, W, i); break;
+// f(row, vectors) for rows i..rows-1 of op(A) B, 4 rows at a time, then the rest.
+template <typename T, int LD, bool TA, int K = 0, typename F>
+inline void gemm_rows_from(const T* __restrict A, const T* __restrict B, int W, int i, int rows, F&& f) {
+  for (; i + 4 <= rows; i += 4) gemm_rows<T, LD, TA, 4, K>(A, B, W, i, f);
+  switch (rows - i) {
+    case 3: gemm_rows<T, LD, TA, 3, K>(A, B, W, i, f); break;
+    case 2: gemm_rows<T, LD, TA, 2, K>(A, B, W, i, f); break;
+    case 1: gemm_rows<T, LD, TA, 1, K>(A, B, W, i, f); break;
     default: break;
   }
+}
+
+// f(row, that row's vectors) for every row < W of the W x W product op(A) B (stored in rows of LD lanes; lanes
+// W..LD-1 of A and B are zero).
+template <typename T, int LD, bool TA, typename F>
+inline void gemm_each(const T* __restrict A, const T* __restrict B, int W, F&& f) {
+  if constexpr (LD == 16) {  // d = 7..14, the paper's d = 10 among them: W fixed, all rows at once
+    switch (W) {
+      case 9: return gemm_rows<T, LD, TA, 9, 9>(A, B, 9, 0, f);
+      case 10: return gemm_rows<T, LD, TA, 10, 10>(A, B, 10, 0, f);
+      case 11: return gemm_rows<T, LD, TA, 11, 11>(A, B, 11, 0, f);
+      case 12: return gemm_rows<T, LD, TA, 12, 12>(A, B, 12, 0, f);
+      case 13: return gemm_rows<T, LD, TA, 13, 13>(A, B, 13, 0, f);
+      case 14: return gemm_rows<T, LD, TA, 14, 14>(A, B, 14, 0, f);
+      case 15: return gemm_rows<T, LD, TA, 15, 15>(A, B, 15, 0, f);
+      case 16: return gemm_rows<T, LD, TA, 16, 16>(A, B, 16, 0, f);
+      default: break;
+    }
+  }
+  gemm_rows_from<T, LD, TA>(A, B, W, 0, W, f);
+}
+
+// f(row, vectors) that stores the vectors into row `row` of C (ACC: adds them to it).
+template <typename T, int LD, bool ACC>
+inline auto into_rows(T* __restrict C) {
+  return [C](int row, const typename Simd<T, LD>::V* acc) {
+    using V = typename Simd<T, LD>::V;
+    constexpr int NV = Simd<T, LD>::NV;
+    T* c = C + row * LD;
+    if (ACC) {
+      V cv[NV];
+      std::memcpy(cv, c, sizeof cv);
+      for (int v = 0; v < NV; ++v) cv[v] += acc[v];
+      std::memcpy(c, cv, sizeof cv);
+    } else {
+      std::memcpy(c, acc, sizeof(V) * NV);
+    }
+  };
+}
+
+// C (=, +=) op(A) B for W x W matrices.
+template <typename T, int LD, bool TA, bool ACC>
+inline void gemm(T* __restrict C, const T* __restrict A, const T* __restrict B, int W) {
+  gemm_each<T, LD, TA>(A, B, W, into_rows<T, LD, ACC>(C));
 }
 
 template <typename T, int LD>
@@ -303,14 +279,8 @@ T forward_seq(const Args<T>& a, int64_t b, Seq<T>& st) {
         if (v * NL < d) r = lane < T(d - v * NL) ? vload<T, LD>(xs + j * d + v * NL) : V{};
         vstore<T, LD>(E + j * LD + v * NL, r + xi[j] * vload<T, LD>(I + d * LD + v * NL));
       }
-    int64_t i = 0;  // rows < D of G = Z^T Z (lanes >= D zero)
-    for (; i + 4 <= D; i += 4) gemm_rows<T, LD, true, false, 4>(S, E, E, int(a.n), int(i));
-    switch (D - i) {
-      case 3: gemm_rows<T, LD, true, false, 3>(S, E, E, int(a.n), int(i)); break;
-      case 2: gemm_rows<T, LD, true, false, 2>(S, E, E, int(a.n), int(i)); break;
-      case 1: gemm_rows<T, LD, true, false, 1>(S, E, E, int(a.n), int(i)); break;
-      default: break;
-    }
+    // rows < D of G = Z^T Z (lanes >= D zero)
+    gemm_rows_from<T, LD, true>(E, E, int(a.n), 0, int(D), into_rows<T, LD, false>(S));
     // u = G A[:, d] = sum_i w_i G[i] + sigma G[d]: lanes < d are S[:d, d] = X^T y; S[d, d] = sum_i w_i u_i + sigma u_d
     V u[NV];
     for (int v = 0; v < NV; ++v) {
@@ -512,7 +482,7 @@ void backward_seq(const Args<T>& a, int64_t b, const Seq<T>& st, Grad<T>& g, T g
       const T* OmT = a.Q + l * M;
       T* dOmT = a.dP + l * M;
       constexpr int NV = Simd<T, LD>::NV, NL = Simd<T, LD>::NL;
-      mm_to<T, LD>(Sc, U, W, [&](int i, const auto* n) {
+      gemm_each<T, LD, false>(Sc, U, W, [&](int i, const auto* n) {
         for (int v = 0; v < NV; ++v) {
           const int o = i * LD + v * NL;
           vstore<T, LD>(dOmT + o, vload<T, LD>(dOmT + o) + n[v] * vload<T, LD>(Sc + o));
