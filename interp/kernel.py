@@ -127,7 +127,7 @@ def threads(B: int) -> int:
 def randn(*shape: int, generator: torch.Generator, dtype=torch.float32, device="cpu") -> Tensor:
     """torch.randn(*shape, generator=generator, dtype=dtype, device=device), on the kernel where it can make it.
 
-    For a float32 CPU draw of at least 16 numbers (interp/csrc/normal.cpp, ~5x faster than torch): the same
+    For a float32 CPU draw of at least 16 numbers (interp/csrc/normal.cpp, 3-5x faster than torch): the same
     Mersenne Twister numbers as torch.randn, and the generator left in the same state, so every later draw is
     unchanged; the same Box-Muller pairing; the transform computed in float32 like torch's, with its own log and
     sincos, so each number equals torch's to a few float32 ulps (88% of them bit for bit; at most 4 ulps in 10^7
