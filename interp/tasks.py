@@ -176,11 +176,16 @@ class TaskDraw:
 def _gaussian(shape: tuple[int, ...], cov: Tensor | None, generator, dtype, device, norm: bool = False):
     """(a draw of N(0, cov) of `shape`, with `norm` the squared norm [shape[0]] of its standard-normal source)."""
     z = kernel.randn(*shape, generator=generator, dtype=dtype, device=device)
-    z2 = z.double().pow(2).flatten(1).sum(1) if norm else None
+    z2 = _squared_norms(z) if norm else None
     if cov is None:
         return z, z2
     chol = torch.linalg.cholesky(torch.as_tensor(cov, dtype=torch.float64)).to(dtype=dtype, device=device)
     return z @ chol.T, z2
+
+
+def _squared_norms(z: Tensor) -> Tensor:
+    """|z_b|² [batch] of each row z_b of z [batch, ...], accumulated in float64 (without a float64 copy of z)."""
+    return torch.linalg.vector_norm(z.flatten(1), dim=1, dtype=torch.float64).square()
 
 
 def _check_sizes(batch: int, d: int, n: int) -> None:
@@ -248,7 +253,7 @@ def _sample(
     xi = kernel.randn(batch, n, generator=generator, dtype=dtype, device=device)
     z2 = None
     if scale is not None:
-        z2 = zx2 + zt2 + xi.double().pow(2).sum(1)
+        z2 = zx2 + zt2 + _squared_norms(xi)
         x, x_t, xi = x * scale[:, None, None], x_t * scale[:, None], xi * scale[:, None]
     return TaskDraw(x, x_t, w, sigma, xi), z2
 
