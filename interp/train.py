@@ -310,6 +310,7 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
     t0, t_log, s_log = time.perf_counter(), time.perf_counter(), start
     mean = float("nan")
     dropped = skipped = 0  # sequences left out and updates skipped by the guard in this logging window
+    params = list(model.parameters())  # once: a walk of the module tree costs ~50 µs, a 7-layer step 5-10 ms
     with open(metrics_path, "a") as log:
         for step in range(start, cfg.steps):
             lr = learning_rate(cfg, step)
@@ -327,7 +328,7 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
                 raise TrainingDiverged(f"step {step + 1}: {what}; training stopped, last good checkpoint: {last_good}")
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip if cfg.clip else float("inf"))
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip if cfg.clip else float("inf"))
             if cfg.guard != "none" and not bool(torch.isfinite(grad_norm)):
                 skipped += 1  # the backward pass overflowed: no update from this batch
             else:
