@@ -162,19 +162,24 @@ inline void butterfly(V* r) {
   if constexpr (b > 1) butterfly<V, LD, b / 2>(r);
 }
 
+// The rows of C^T in registers, one vector each, for W x W C in rows of one vector (lanes W..LD-1 of C zero).
+template <typename T, int LD>
+inline void transposed_rows(typename Simd<T, LD>::V* r, const T* __restrict C, int W) {
+  for (int i = 0; i < LD; ++i) {
+    if (i < W) std::memcpy(&r[i], C + i * LD, sizeof(r[i]));
+    else r[i] = typename Simd<T, LD>::V{};
+  }
+  butterfly<typename Simd<T, LD>::V, LD, LD / 2>(r);
+}
+
 // Ct = C^T for W x W (rows < W written; lanes W..LD-1 of C are zero, so those of Ct are too).
 template <typename T, int LD>
 inline void transpose(T* __restrict Ct, const T* __restrict C, int W) {
   using S = Simd<T, LD>;
   if constexpr (S::NV == 1) {  // one vector per row: in registers, by shuffles
-    using V = typename S::V;
-    V r[LD];
-    for (int i = 0; i < LD; ++i) {
-      if (i < W) std::memcpy(&r[i], C + i * LD, sizeof(V));
-      else r[i] = V{};
-    }
-    butterfly<V, LD, LD / 2>(r);
-    for (int i = 0; i < W; ++i) std::memcpy(Ct + i * LD, &r[i], sizeof(V));
+    typename S::V r[LD];
+    transposed_rows<T, LD>(r, C, W);
+    for (int i = 0; i < W; ++i) std::memcpy(Ct + i * LD, &r[i], sizeof(r[i]));
   } else {
     for (int i = 0; i < W; ++i)
       for (int j = 0; j < W; ++j) Ct[i * LD + j] = C[j * LD + i];
@@ -185,14 +190,9 @@ inline void transpose(T* __restrict Ct, const T* __restrict C, int W) {
 template <typename T, int LD>
 inline void add_sym(T* __restrict C, const T* __restrict A, int W) {
   using S = Simd<T, LD>;
-  if constexpr (S::NV == 1) {  // A^T in registers (transpose's butterfly), added row by row
-    using V = typename S::V;
-    V t[LD];
-    for (int i = 0; i < LD; ++i) {
-      if (i < W) std::memcpy(&t[i], A + i * LD, sizeof(V));
-      else t[i] = V{};
-    }
-    butterfly<V, LD, LD / 2>(t);
+  if constexpr (S::NV == 1) {  // A^T in registers, added row by row
+    typename S::V t[LD];
+    transposed_rows<T, LD>(t, A, W);
     for (int i = 0; i < W; ++i) vstore<T, LD>(C + i * LD, vload<T, LD>(C + i * LD) + vload<T, LD>(A + i * LD) + t[i]);
   } else {
     for (int i = 0; i < W; ++i)
