@@ -11,7 +11,7 @@ setup(
     ext_modules=[
         Extension(
             "interp._moments_cpu",
-            ["interp/csrc/moments.cpp", "interp/csrc/normal.cpp"],
+            ["interp/csrc/moments.cpp"],
             language="c++",
             extra_compile_args=["-O3", "-march=native", "-std=c++17", "-fno-math-errno"],  # no errno: sqrt vectorizes
             optional=True,

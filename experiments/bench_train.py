@@ -29,7 +29,7 @@ from torch import nn
 from interp import kernel, moments
 from interp.config import ModelConfig
 from interp.model import LinearTransformer
-from interp.tasks import TaskDraw, draw_tasks, sample_tasks
+from interp.tasks import draw_tasks, sample_tasks
 from interp.train import adam
 
 WIDTHS = {1: (3, 4, 8), 5: (7, 8), 10: (12, 16), 15: (17, 20, 24)}  # d → widths of Ŝ to try (d + 2 first)
@@ -89,28 +89,14 @@ class AutogradMoments(nn.Module):
         raise AssertionError("unreachable")
 
 
-def torch_draw(batch: int, d: int, n: int, noise: str, gen: torch.Generator, device="cpu") -> TaskDraw:
-    """draw_tasks itself with torch.randn's own normals (INTERP_RANDN=0; interp.kernel.randn makes the same numbers,
-    to float rounding, 3-5x faster): the draw as it was before kernel.randn."""
-    before = os.environ.get("INTERP_RANDN")
-    os.environ["INTERP_RANDN"] = "0"
-    try:
-        return draw_tasks(batch, d, n, noise, gen, device=device)
-    finally:
-        if before is None:
-            del os.environ["INTERP_RANDN"]
-        else:
-            os.environ["INTERP_RANDN"] = before
-
-
-def step_fn(model: nn.Module, gen: torch.Generator, batch: int, d: int, n: int, draw_fn=draw_tasks):
+def step_fn(model: nn.Module, gen: torch.Generator, batch: int, d: int, n: int):
     """One Adam step on a fresh batch. interp's models take the trainer's path: the kernel's fused training pass on
     the batch's draw (interp.moments.half_squared_errors, as interp.train uses it) where it runs, else the model's
     forward on the batch's tokens."""
     opt = adam(model.parameters(), 1e-5)  # as interp.train runs it
 
     def step():
-        draw = draw_fn(batch, d, n, "uniform:5", gen)
+        draw = draw_tasks(batch, d, n, "uniform:5", gen)
         if isinstance(model, LinearTransformer) and moments.fused_supported(model, draw.x):
             loss = moments.half_squared_errors(model, draw)[0].mean()
         else:
@@ -213,17 +199,8 @@ def main() -> None:
             ref = models["diag" if "DIAG" in name else "gdpp" if "GD++" in name else "full"]
             assert torch.allclose(ref(probe.tokens), impl(probe.tokens), rtol=1e-4, atol=1e-6), name
     runs = {name: step_fn(m, torch.Generator(device=dev).manual_seed(2), args.batch, d, n) for name, m in impls.items()}
-    for p, label in (("full", "FULL"), ("diag", "DIAG")):  # the step with torch.randn's draw
-        runs[f"interp {label}, torch.randn draw (before)"] = step_fn(
-            models[p], torch.Generator(device=dev).manual_seed(2), args.batch, d, n, torch_draw
-        )
-    ours, theirs = (
-        f(64, d, n, "uniform:5", torch.Generator(device=dev).manual_seed(5)) for f in (draw_tasks, torch_draw)
-    )
-    assert all(torch.allclose(getattr(ours, k), getattr(theirs, k), rtol=1e-6, atol=1e-6) for k in vars(ours))
     gen = torch.Generator(device=dev).manual_seed(3)
     runs["data sampling alone"] = lambda: draw_tasks(args.batch, d, n, "uniform:5", gen, device=dev)
-    runs["torch.randn draw"] = lambda: torch_draw(args.batch, d, n, "uniform:5", gen, device=dev)
     runs["tokens too"] = lambda: sample_tasks(args.batch, d, n, "uniform:5", gen, device=dev)
     fixed_draw = draw_tasks(args.batch, d, n, "uniform:5", torch.Generator(device=dev).manual_seed(4), device=dev)
     fixed = fixed_draw.batch().tokens
@@ -309,7 +286,7 @@ def main() -> None:
         *(
             f"| {k} | {1e3 * v:.1f} | {1 / v:.1f} | {explicit / v:.2f}x | {full / v:.2f}x |"
             for k, v in med.items()
-            if k not in ("data sampling alone", "tokens too", "torch.randn draw")
+            if k not in ("data sampling alone", "tokens too")
             and k not in model_only
             and k not in adam_only
             and k not in recursion_only
@@ -317,7 +294,6 @@ def main() -> None:
         ),
         f"| the batch draw alone (draw_tasks: the fused pass forms the tokens) | {1e3 * med['data sampling alone']:.1f}"
         " | | | |",
-        f"| the same draw with torch.randn's normals (before) | {1e3 * med['torch.randn draw']:.1f} | | | |",
         f"| the draw and its tokens (sample_tasks: the other paths' batch) | {1e3 * med['tokens too']:.1f} | | | |",
         *(
             f"| {k.split()[0].upper()}: loss forward + backward alone (fixed batch, the fused pass) | "
@@ -349,12 +325,7 @@ def main() -> None:
             if kernel_only
             else ""
         )
-        + f"; the moment recursion alone: {med['full recursion alone'] / med['diag recursion alone']:.2f}x. "
-        f"The draw on the kernel's normals is {med['torch.randn draw'] / med['data sampling alone']:.1f}x faster than "
-        f"with torch.randn's; with torch.randn's draw the step takes FULL "
-        f"{1e3 * med['interp FULL, torch.randn draw (before)']:.1f} ms, DIAG "
-        f"{1e3 * med['interp DIAG, torch.randn draw (before)']:.1f} ms (DIAG over FULL "
-        f"{med['interp FULL, torch.randn draw (before)'] / med['interp DIAG, torch.randn draw (before)']:.2f}x).",
+        + f"; the moment recursion alone: {med['full recursion alone'] / med['diag recursion alone']:.2f}x.",
     ]
     if dev == "cpu":
         achieved = flops / full / 1e9

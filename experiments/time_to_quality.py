@@ -6,8 +6,7 @@
 Trains `uniform:5` models as the zoo's (fast preset, one thread; 4 layers unless --layers), once per path, one run
 at a time, the paths alternating: "fused" (the default: the kernel's fused training pass,
 interp.moments.half_squared_errors), "kernel" (INTERP_FUSED=0: the model's forward on the kernel and its separate
-backward), "torch" (INTERP_KERNEL=0: the torch backend) and "torch-draw" (INTERP_RANDN=0: the fused pass, the
-task draws on torch.randn's normals instead of interp.kernel.randn's). Every run's adjusted loss is evaluated on the
+backward) and "torch" (INTERP_KERNEL=0: the torch backend). Every run's adjusted loss is evaluated on the
 zoo's 100 000 evaluation sequences (seed 0) as experiments/zoo_summary.py does. Same seed, same random numbers: the
 paths differ only in float32 rounding, which is enough to send a run whose early training has loss spikes (DIAG-4)
 down another path; hence several seeds. Rerunning skips finished runs.
@@ -31,8 +30,8 @@ from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses
 from interp.train import is_complete, load_run_config
 
-# the environment of each ("torch-draw": the fused pass on torch.randn's normals instead of interp.kernel.randn's)
-PATHS = {"fused": "", "torch-draw": "INTERP_RANDN=0", "kernel": "INTERP_FUSED=0", "torch": "INTERP_KERNEL=0"}
+# the environment of each
+PATHS = {"fused": "", "kernel": "INTERP_FUSED=0", "torch": "INTERP_KERNEL=0"}
 
 
 def command(arch: str, layers: int, seed: int, out: Path) -> list[str]:
@@ -47,7 +46,7 @@ def main() -> int:
     ap.add_argument("--root", type=Path, required=True, help="directory for the four runs")
     ap.add_argument("--out", type=Path, help="JSON record to write")
     ap.add_argument("--runs", nargs="+", default=["full:0", "diag:0"], help="ARCH:SEED pairs (default full:0 diag:0)")
-    ap.add_argument("--paths", nargs="+", choices=list(PATHS), default=["fused", "torch-draw", "kernel", "torch"])
+    ap.add_argument("--paths", nargs="+", choices=list(PATHS), default=["fused", "kernel", "torch"])
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--n-seq", type=int, default=100_000)
     args = ap.parse_args()
@@ -59,7 +58,7 @@ def main() -> int:
     for arch, seed in (spec.split(":") for spec in args.runs):
         for path in args.paths:
             flag = PATHS[path]
-            env = {**os.environ, "OMP_NUM_THREADS": "1", "INTERP_KERNEL": "1", "INTERP_FUSED": "1", "INTERP_RANDN": "1"}
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "INTERP_KERNEL": "1", "INTERP_FUSED": "1"}
             env.update(v.split("=") for v in flag.split())
             name = f"{arch}{args.layers}_s{seed}_{path}"
             run = args.root / name

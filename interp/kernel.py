@@ -1,11 +1,9 @@
-"""interp's compiled CPU kernels, loaded through ctypes: the fused moment recursion (interp/csrc/moments.cpp) and
-torch's standard normal draws made faster (interp/csrc/normal.cpp).
+"""interp's compiled CPU kernel, loaded through ctypes: the fused moment recursion (interp/csrc/moments.cpp).
 
 `pip install` compiles them into interp/_moments_cpu (setup.py; an optional build: without a C++17 compiler interp
 installs and runs on torch alone). `available()` says whether it loaded; the environment variable INTERP_KERNEL=0
 turns it off. `call` runs the recursion on contiguous CPU tensors, splitting the batch over
 torch.get_num_threads() Python threads (ctypes releases the GIL during each call); interp.moments is its one user.
-`randn` is torch.randn for the task draws (interp.tasks).
 """
 
 from __future__ import annotations
@@ -44,8 +42,6 @@ def _library() -> ctypes.CDLL | None:
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_int] * 3 + [ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_void_p)]
     fn.argtypes += [ctypes.c_double, ctypes.c_int]
-    lib.interp_randn_f32.restype = ctypes.c_int
-    lib.interp_randn_f32.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
     return lib
 
 
@@ -124,65 +120,4 @@ def threads(B: int) -> int:
     return max(1, min(torch.get_num_threads(), B // 64))
 
 
-def randn(*shape: int, generator: torch.Generator, dtype=torch.float32, device="cpu") -> Tensor:
-    """torch.randn(*shape, generator=generator, dtype=dtype, device=device), on the kernel where it can make it.
-
-    For a float32 CPU draw of at least 16 numbers (interp/csrc/normal.cpp, 3-5x faster than torch): the same
-    Mersenne Twister numbers as torch.randn, and the generator left in the same state, so every later draw is
-    unchanged; the same Box-Muller pairing; the transform computed in float32 like torch's, with its own log and
-    sincos, so each number equals torch's to a few float32 ulps (88% of them bit for bit; at most 4 ulps in 10^7
-    draws). Anything else (another dtype or device, fewer numbers, a torch whose generator layout this build does not
-    know: checked once against torch.randn), or the environment variable INTERP_RANDN=0, is torch.randn itself.
-    """
-    numel = 1
-    for s in shape:
-        numel *= s
-    if (
-        dtype != torch.float32
-        or torch.device(device).type != "cpu"
-        or generator.device.type != "cpu"
-        or numel < 16
-        or os.environ.get("INTERP_RANDN", "1") == "0"
-        or not _randn_agrees()
-    ):
-        return torch.randn(*shape, generator=generator, dtype=dtype, device=device)
-    return _randn(shape, generator)
-
-
-def _randn(shape: tuple[int, ...], generator: torch.Generator) -> Tensor:
-    state = generator.get_state()
-    out = torch.empty(shape, dtype=torch.float32)
-    if _library().interp_randn_f32(out.data_ptr(), out.numel(), state.data_ptr()) != 0:
-        raise RuntimeError("interp kernel: randn needs at least 16 numbers")
-    generator.set_state(state)
-    return out
-
-
-# torch.randn's float32 draws agree with the kernel's to this many ulps (`randn`; at most 4 seen in 10^7 draws).
-RANDN_ULPS = 8
-
-
-@cache
-def _randn_agrees() -> bool:
-    """Whether the kernel's randn reproduces torch.randn here: the same generator state after 1000 + 7 draws and the
-    same numbers to RANDN_ULPS (False without the kernel, or for a torch whose generator state it does not know)."""
-    if not available() or torch.Generator().get_state().numel() != _STATE_BYTES:
-        return False
-    ours, theirs = torch.Generator().manual_seed(20261130), torch.Generator().manual_seed(20261130)
-    for g in (ours, theirs):
-        torch.rand(5, generator=g)  # start mid-block
-    a, b = _randn((1007,), ours), torch.randn(1007, generator=theirs)
-    return torch.equal(ours.get_state(), theirs.get_state()) and bool((_ulps(a, b) <= RANDN_ULPS).all())
-
-
-_STATE_BYTES = 5056  # torch's CPUGeneratorImplState, the layout normal.cpp reads
-
-
-def _ulps(a: Tensor, b: Tensor) -> Tensor:
-    """|a - b| in float32 ulps of |b| (of 1e-6 at least, for numbers near zero)."""
-    a, b = a.float(), b.float()
-    mag = b.abs().clamp_min(1e-6)
-    return (a - b).abs() / (torch.nextafter(mag, torch.tensor(float("inf"))) - mag)
-
-
-__all__ = ["available", "call", "randn", "row_length", "supports", "threads", "ROW_LENGTHS"]
+__all__ = ["available", "call", "row_length", "supports", "threads", "ROW_LENGTHS"]

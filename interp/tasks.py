@@ -15,8 +15,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from interp import kernel
-
 
 @dataclass(frozen=True)
 class NoisePrior:
@@ -175,7 +173,7 @@ class TaskDraw:
 
 def _gaussian(shape: tuple[int, ...], cov: Tensor | None, generator, dtype, device, norm: bool = False):
     """(a draw of N(0, cov) of `shape`, with `norm` the squared norm [shape[0]] of its standard-normal source)."""
-    z = kernel.randn(*shape, generator=generator, dtype=dtype, device=device)
+    z = torch.randn(*shape, generator=generator, dtype=dtype, device=device)
     z2 = _squared_norms(z) if norm else None
     if cov is None:
         return z, z2
@@ -250,7 +248,7 @@ def _sample(
         sigma = prior.sample(batch, generator, dtype=dtype, device=device)
     else:
         sigma = torch.as_tensor(sigma, dtype=dtype, device=device).expand(batch).clone()
-    xi = kernel.randn(batch, n, generator=generator, dtype=dtype, device=device)
+    xi = torch.randn(batch, n, generator=generator, dtype=dtype, device=device)
     z2 = None
     if scale is not None:
         z2 = zx2 + zt2 + _squared_norms(xi)

@@ -34,6 +34,11 @@ FAST_STEPS_PER_LAYER = 2000
 # (importance-weighted, interp.tasks.stressed_tasks; TrainConfig.stress_scale) tamed the hardest of them, where an
 # eighth at 1.25× left two blow-ups: experiments/results/presets.md.
 FAST_STRESS = {"full": (5, 0.25)}  # param → (from this many layers, fraction of the batch)
+FAST_STRESS_SCALE = 1.4
+# FULL-7 keeps learning past 2000·L steps: four times the steps with an eighth of each batch stressed at 1.25× met
+# the paper's 7-layer FULL values on uniform:5 (0.0465 against 0.047) and {1,3} (0.0098 against 0.010) with no
+# blow-up in 10⁶ sequences, where the preset gave 0.0499 and 0.0130 (experiments/results/presets.md, session 4).
+FAST_LONG = {("full", 7): dict(steps=56_000, stress=0.125, stress_scale=1.25)}  # (param, L) → overrides
 
 
 class TrainingDiverged(RuntimeError):
@@ -52,7 +57,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     """Fill steps / lr / schedule from the preset where they were left at None."""
     L = cfg.model.n_layers
     if cfg.preset == "paper":
-        defaults = dict(steps=200_000, lr=1e-4, schedule="constant", stress=0.0)
+        defaults = dict(steps=200_000, lr=1e-4, schedule="constant", stress=0.0, stress_scale=FAST_STRESS_SCALE)
     elif cfg.preset == "fast":
         table = FAST_PEAK_LR if cfg.model.param == "full" else FAST_PEAK_LR_DIAG
         depth, frac = FAST_STRESS.get(cfg.model.param, (0, 0.0))
@@ -61,7 +66,9 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
             lr=table.get(L, table[6]),
             schedule="onecycle",
             stress=frac if L >= depth else 0.0,
+            stress_scale=FAST_STRESS_SCALE,
         )
+        defaults.update(FAST_LONG.get((cfg.model.param, L), {}))
     else:
         raise ValueError(f"unknown preset {cfg.preset!r} (fast or paper)")
     fill = {k: v for k, v in defaults.items() if getattr(cfg, k) is None}

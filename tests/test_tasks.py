@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from interp.tasks import NoisePrior, sample_tasks
+from interp.tasks import NoisePrior, draw_tasks, sample_tasks
 
 
 @pytest.mark.parametrize(
@@ -147,3 +147,18 @@ def test_stressed_tasks_estimate_the_same_expectations():
     for f, want in ((torch.ones_like(weight), 1.0), (0.5 * b.target**2, 2.5)):
         v = weight * f
         assert abs(v.mean().item() - want) < 4 * v.std().item() / len(v) ** 0.5
+
+
+def test_task_draws_are_torchs_own_numbers():
+    """draw_tasks draws w, x, x_t, σ, ξ in that order with torch.randn / torch.rand, bit for bit: a run's data are
+    the same on every machine and backend (the kernel only reads the draw)."""
+    batch, d, n = 300, 10, 20
+    draw = draw_tasks(batch, d, n, "uniform:5", torch.Generator().manual_seed(4))
+    g = torch.Generator().manual_seed(4)
+    w = torch.randn(batch, d, generator=g)
+    x = torch.randn(batch, n, d, generator=g)
+    x_t = torch.randn(batch, d, generator=g)
+    sigma = torch.rand(batch, generator=g) * 5
+    xi = torch.randn(batch, n, generator=g)
+    for ours, theirs in zip((draw.w, draw.x, draw.x_query, draw.sigma, draw.xi), (w, x, x_t, sigma, xi)):
+        assert torch.equal(ours, theirs)

@@ -48,7 +48,11 @@ def test_presets():
         for param in ("full", "diag", "gdpp")
         for L in (4, 5, 7)
     }
-    assert stress == {(p, L): 0.25 if (p, L) in (("full", 5), ("full", 7)) else 0.0 for p, L in stress}
+    assert stress == {(p, L): {("full", 5): 0.25, ("full", 7): 0.125}.get((p, L), 0.0) for p, L in stress}
+    # FULL-7 trains four times longer with an eighth of each batch stressed at 1.25x (presets.md, session 4)
+    full7 = resolve(TrainConfig(model=ModelConfig(n_layers=7)))
+    assert (full7.steps, full7.stress, full7.stress_scale) == (56_000, 0.125, 1.25)
+    assert resolve(TrainConfig(model=ModelConfig(n_layers=5))).stress_scale == 1.4
     assert resolve(TrainConfig(model=ModelConfig(n_layers=7), preset="paper")).stress == 0.0
 
 

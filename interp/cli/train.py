@@ -104,9 +104,8 @@ def add_run_options(p, many: bool = False) -> None:
     opt(
         "--stress-scale",
         type=positive_float("--stress-scale"),
-        default=1.4,
         metavar="C",
-        help="scale of the stressed sequences (default 1.4)",
+        help="scale of the stressed sequences (default from --preset: 1.4, FULL-7 1.25)",
     )
     opt(
         "--checkpoints",
