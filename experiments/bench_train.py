@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -275,7 +274,8 @@ def main() -> None:
         f"Command: `{cmd}`",
         "",
         f"L={L}, one head, batch {args.batch}, d={d}, n={n}; torch {torch.__version__}, {args.threads} thread(s), "
-        f"{dev} ({platform.processor() or platform.machine()}, {os.cpu_count()} cores); median of {args.steps} "
+        f"{dev} ({kernel.cpu_model()}, torch CPU capability {kernel.cpu_capability()}, kernel build "
+        f"{kernel.info()['isa']}, {os.cpu_count()} cores); median of {args.steps} "
         f"Adam steps (each samples its own batch), interleaved in rounds of {args.block} consecutive steps"
         f"{' (each round after one untimed step)' if args.block > 1 else ''}. "
         f"Load average (1 min) {load_before[0]:.1f} before, "

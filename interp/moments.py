@@ -20,7 +20,13 @@ Parameters keep their true shapes: padding exists only inside this module and th
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +35,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from interp import kernel
+from interp.tasks import draw_tasks
 
 
 def padded_width(width: int) -> int:
@@ -340,6 +347,128 @@ def half_squared_errors(
     return FusedHalfSE.apply(W1, W2, draw.x, draw.x_query, draw.w, draw.sigma, draw.xi, weight, kind, cap)
 
 
+@dataclass(frozen=True)
+class KernelChoice:
+    """Whether the trainer (`train`: the fused pass against the torch backend's forward and backward) and the
+    models' hook-free forward (`forward`: the kernel's forward and backward against the torch backend's) take the
+    kernel by default, why, and the measured speedups (the torch backend's time over the kernel's)."""
+
+    train: bool
+    forward: bool
+    why: str
+    isa: str | None = None
+    train_speedup: float | None = None
+    forward_speedup: float | None = None
+
+    def describe(self) -> str:
+        if self.train_speedup is None:
+            return self.why
+        path = "kernel" if self.train else "torch backend"
+        return (
+            f"{path} ({self.why}: the {self.isa} kernel's training step {self.train_speedup:.2f}x the torch "
+            f"backend's, its forward + backward {self.forward_speedup:.2f}x)"
+        )
+
+
+CHOICE_VERSION = 1  # bump when the measurement below changes: cached choices are then measured again
+
+
+def kernel_choice() -> KernelChoice:
+    """Whether the kernel is taken where it supports the tensors. The environment variable INTERP_KERNEL decides
+    when set: 0 never (interp.kernel does not load), 1 always; otherwise ("auto") the kernel is taken only where it
+    measured faster than the torch backend on this CPU: a FULL-3 step on 512 sequences at d = 10, each path timed
+    in turn in this process, medians of 15 (`_measure`, about 0.1 s). The answer is cached per CPU, build and torch
+    version in $XDG_CACHE_HOME/interp/kernel_choice.json (~/.cache/...; INTERP_CACHE_DIR overrides), so a machine
+    keeps one path from run to run and a resumed run stays exact."""
+    mode = os.environ.get("INTERP_KERNEL", "auto")
+    info = kernel.info()
+    if not info["available"]:
+        return KernelChoice(False, False, f"torch backend (kernel {info['why']})")
+    if mode == "1":
+        return KernelChoice(True, True, f"kernel ({info['isa']} build; INTERP_KERNEL=1)", info["isa"])
+    return _measured_choice(info["isa"], info["cpu"], info["torch"])
+
+
+@cache
+def _measured_choice(isa: str, cpu: str, torch_version: str) -> KernelChoice:
+    key = f"v{CHOICE_VERSION}|{cpu}|{isa}|{torch_version}|{kernel.ABI}"
+    path = _choice_file()
+    cached = _read_choices(path).get(key)
+    if isinstance(cached, dict) and {"train_speedup", "forward_speedup"} <= set(cached):
+        train, fwd = float(cached["train_speedup"]), float(cached["forward_speedup"])
+        why = f"measured on this CPU {cached.get('when', '')}".rstrip()
+    else:
+        train, fwd = _measure()
+        when = time.strftime("%Y-%m-%d")
+        _write_choice(path, key, {"train_speedup": train, "forward_speedup": fwd, "when": when})
+        why = "measured on this CPU now"
+    return KernelChoice(train > 1.0, fwd > 1.0, why, isa, train, fwd)
+
+
+def _choice_file() -> Path:
+    root = os.environ.get("INTERP_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "interp"
+    )
+    return Path(root) / "kernel_choice.json"
+
+
+def _read_choices(path: Path) -> dict:
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            return {}
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_choice(path: Path, key: str, value: dict) -> None:
+    """Add one answer to the cache file, atomically; a cache that cannot be written is skipped."""
+    data = {**_read_choices(path), key: value}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _measure(L: int = 3, B: int = 512, d: int = 10, n: int = 20, rounds: int = 15) -> tuple[float, float]:
+    """(training step, forward + backward): the torch backend's median time over the kernel's, FULL-L, in turn."""
+    gen = torch.Generator().manual_seed(0)
+    D = d + 1
+    P = (0.05 * torch.randn(L, 1, D, D, generator=gen)).requires_grad_()
+    Q = (0.05 * torch.randn(L, 1, D, D, generator=gen)).requires_grad_()
+    draw = draw_tasks(B, d, n, "uniform:5", gen)
+    tokens = draw.batch().tokens
+    S0, q0 = tokens[:, :-1].mT @ tokens[:, :-1], tokens[:, -1]
+    width = padded_width(D + 1)
+
+    def fused():
+        c, _ = FusedHalfSE.apply(P, Q, draw.x, draw.x_query, draw.w, draw.sigma, draw.xi, None, "full", None)
+        c.mean().backward()
+
+    def on(width_):
+        def step():
+            y = MomentRecursion.apply(S0, q0, P, Q, "full", width_, True)
+            y.square().mean().backward()
+
+        return step
+
+    paths = {"fused": fused, "kernel": on(None), "torch": on(width)}
+    times: dict[str, list[float]] = {k: [] for k in paths}
+    for r in range(rounds + 2):
+        for name, fn in paths.items():
+            t0 = time.perf_counter()
+            fn()
+            if r > 1:  # the first two rounds warm up
+                times[name].append(time.perf_counter() - t0)
+            P.grad = Q.grad = None
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return med["torch"] / med["fused"], med["torch"] / med["kernel"]
+
+
 def fused_supported(model, x: Tensor) -> bool:
     """Whether `half_squared_errors` runs `model` on a draw with inputs `x` [batch, n, d]: the kernel takes them, no
     hook is attached (hooks see activations only on the per-token path), the inputs need no gradient, and the
@@ -347,7 +476,7 @@ def fused_supported(model, x: Tensor) -> bool:
     separate backward)."""
     if os.environ.get("INTERP_FUSED", "1") == "0":
         return False
-    return _kernel_takes(model, x) and not x.requires_grad and not model._hooks_active()
+    return _kernel_takes(model, x) and not x.requires_grad and not model._hooks_active() and kernel_choice().train
 
 
 def _kernel_takes(model, tokens: Tensor) -> bool:
@@ -384,6 +513,7 @@ def predict(
     if backend not in ("auto", "kernel", "torch"):
         raise ValueError(f"backend must be auto, kernel or torch, got {backend!r}")
     on_kernel = width is None and backend != "torch" and _kernel_takes(model, tokens)
+    on_kernel = on_kernel and (backend == "kernel" or kernel_choice().forward)
     if backend == "kernel" and not on_kernel:
         raise ValueError(
             "backend='kernel' needs the compiled kernel (interp.kernel.available()), CPU float32/float64 tokens "

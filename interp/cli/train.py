@@ -269,3 +269,7 @@ def _print_train_summary(result) -> None:
         f"{result.step} steps, final train ½·MSE {result.loss:.4f}"
     )
     print(f"eval on {data.n_seq:,} fresh sequences (seed {data.seed}): adjusted loss {est.mean:.4f} ± {est.stderr:.4f}")
+    if cfg.device == "cpu":
+        from interp.moments import kernel_choice
+
+        print(f"training path: {kernel_choice().describe()}")

@@ -20,10 +20,24 @@
 
 namespace {
 
-// A row of LD lanes as NV vectors of NL lanes (GCC/Clang vector extensions; one AVX-512 register per vector).
+// The build's widest vector in bytes, and its name (setup.py sets both per build): 64 for AVX-512, 32 for AVX2, 16 for
+// SSE2 and NEON. A vector wider than the ISA's registers would be split by the compiler into many instructions
+// (measured: 10x the build time and slower code on an AVX2 CPU).
+#ifndef INTERP_VECTOR_BYTES
+#define INTERP_VECTOR_BYTES 16
+#endif
+#ifndef INTERP_ISA
+#define INTERP_ISA "portable"
+#endif
+#ifndef INTERP_VECTOR_REGS  // the build's vector registers: 32 with AVX-512 and NEON, 16 with AVX2 and SSE2
+#define INTERP_VECTOR_REGS 16
+#endif
+
+// A row of LD lanes as NV vectors of NL lanes (GCC/Clang vector extensions; each one register of the build's ISA).
 template <typename T, int LD>
 struct Simd {
-  static constexpr int VB = LD * int(sizeof(T)) < 64 ? LD * int(sizeof(T)) : 64;
+  static constexpr int VMAX = INTERP_VECTOR_BYTES;
+  static constexpr int VB = LD * int(sizeof(T)) < VMAX ? LD * int(sizeof(T)) : VMAX;
   static constexpr int NL = VB / int(sizeof(T));
   static constexpr int NV = LD / NL;
   typedef T V __attribute__((vector_size(VB)));
@@ -55,12 +69,15 @@ inline void gemm_rows(const T* __restrict A, const T* __restrict B, int W, int i
   using S = Simd<T, LD>;
   using V = typename S::V;
   constexpr int NV = S::NV;
-  const int kw = K > 0 ? K : W;
   V acc[R][NV] = {};
-#pragma GCC unroll 16
+  const int kw = K > 0 ? K : W;
+  // A fixed inner dimension unrolls whole; a run-time one by two only (wider unrolling multiplied the code, and the
+  // build time, for little speed).
+#pragma GCC unroll 2
   for (int k = 0; k < kw; ++k) {
-    V b[NV];
-    std::memcpy(b, B + k * LD, sizeof b);
+    V b[NV];  // loaded vector by vector: one memcpy of the array became 16-byte moves through the stack, and the
+    // wider loads after them stalled on store forwarding (AVX2: 5x slower)
+    for (int v = 0; v < NV; ++v) b[v] = vload<T, LD>(B + k * LD + v * S::NL);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const T a = TA ? A[k * LD + i + r] : A[(i + r) * LD + k];
@@ -70,15 +87,22 @@ inline void gemm_rows(const T* __restrict A, const T* __restrict B, int W, int i
   for (int r = 0; r < R; ++r) f(i + r, acc[r]);
 }
 
-// f(row, vectors) for rows i..rows-1 of op(A) B, 4 rows at a time, then the rest.
+// f(row, vectors) for rows i..rows-1 of op(A) B, RB rows at a time (as many as keep RB x NV accumulators in half
+// the vector registers, at most 4), then the rest.
 template <typename T, int LD, bool TA, int K = 0, typename F>
 inline void gemm_rows_from(const T* __restrict A, const T* __restrict B, int W, int i, int rows, F&& f) {
-  for (; i + 4 <= rows; i += 4) gemm_rows<T, LD, TA, 4, K>(A, B, W, i, f);
-  switch (rows - i) {
-    case 3: gemm_rows<T, LD, TA, 3, K>(A, B, W, i, f); break;
-    case 2: gemm_rows<T, LD, TA, 2, K>(A, B, W, i, f); break;
-    case 1: gemm_rows<T, LD, TA, 1, K>(A, B, W, i, f); break;
-    default: break;
+  constexpr int NV = Simd<T, LD>::NV;
+  constexpr int RB = INTERP_VECTOR_REGS / 2 / NV >= 4 ? 4 : INTERP_VECTOR_REGS / 2 / NV >= 2 ? 2 : 1;
+  for (; i + RB <= rows; i += RB) gemm_rows<T, LD, TA, RB, K>(A, B, W, i, f);
+  if constexpr (RB == 4) {
+    switch (rows - i) {
+      case 3: gemm_rows<T, LD, TA, 3, K>(A, B, W, i, f); break;
+      case 2: gemm_rows<T, LD, TA, 2, K>(A, B, W, i, f); break;
+      case 1: gemm_rows<T, LD, TA, 1, K>(A, B, W, i, f); break;
+      default: break;
+    }
+  } else if constexpr (RB == 2) {
+    if (rows - i == 1) gemm_rows<T, LD, TA, 1, K>(A, B, W, i, f);
   }
 }
 
@@ -86,17 +110,12 @@ inline void gemm_rows_from(const T* __restrict A, const T* __restrict B, int W, 
 // W..LD-1 of A and B are zero).
 template <typename T, int LD, bool TA, typename F>
 inline void gemm_each(const T* __restrict A, const T* __restrict B, int W, F&& f) {
-  if constexpr (LD == 16) {  // d = 7..14, the paper's d = 10 among them: W fixed, all rows at once
-    switch (W) {
-      case 9: return gemm_rows<T, LD, TA, 9, 9>(A, B, 9, 0, f);
-      case 10: return gemm_rows<T, LD, TA, 10, 10>(A, B, 10, 0, f);
-      case 11: return gemm_rows<T, LD, TA, 11, 11>(A, B, 11, 0, f);
-      case 12: return gemm_rows<T, LD, TA, 12, 12>(A, B, 12, 0, f);
-      case 13: return gemm_rows<T, LD, TA, 13, 13>(A, B, 13, 0, f);
-      case 14: return gemm_rows<T, LD, TA, 14, 14>(A, B, 14, 0, f);
-      case 15: return gemm_rows<T, LD, TA, 15, 15>(A, B, 15, 0, f);
-      case 16: return gemm_rows<T, LD, TA, 16, 16>(A, B, 16, 0, f);
-      default: break;
+  if constexpr (LD == 16) {  // the paper's d = 10 (W = 12): the inner dimension fixed, and all rows at once where
+    // their accumulators fit in the registers (AVX-512; with AVX2's 16 registers they spilled: 2.9x slower)
+    constexpr bool all_rows = 12 * Simd<T, LD>::NV <= INTERP_VECTOR_REGS - 4;
+    if (W == 12) {
+      if constexpr (all_rows) return gemm_rows<T, LD, TA, 12, 12>(A, B, 12, 0, f);
+      else return gemm_rows_from<T, LD, TA, 12>(A, B, 12, 0, 12, f);
     }
   }
   gemm_rows_from<T, LD, TA>(A, B, W, 0, W, f);
@@ -109,14 +128,8 @@ inline auto into_rows(T* __restrict C) {
     using V = typename Simd<T, LD>::V;
     constexpr int NV = Simd<T, LD>::NV;
     T* c = C + row * LD;
-    if (ACC) {
-      V cv[NV];
-      std::memcpy(cv, c, sizeof cv);
-      for (int v = 0; v < NV; ++v) cv[v] += acc[v];
-      std::memcpy(c, cv, sizeof cv);
-    } else {
-      std::memcpy(c, acc, sizeof(V) * NV);
-    }
+    constexpr int NL = Simd<T, LD>::NL;
+    for (int v = 0; v < NV; ++v) vstore<T, LD>(c + v * NL, ACC ? vload<T, LD>(c + v * NL) + acc[v] : acc[v]);
   };
 }
 
@@ -613,9 +626,12 @@ int call(int mode, int full, const int64_t* dims, void* const* p, double cap, in
 
 extern "C" {
 
-// The version of this library's interface (this file's and normal.cpp's functions); interp.kernel loads no file
-// that answers otherwise.
-int interp_moments_abi() { return 5; }
+// The version of this library's interface; interp.kernel loads no file that answers otherwise.
+int interp_moments_abi() { return 6; }
+
+// The instruction set this build's vectors were compiled for (setup.py): "avx512", "avx2" or "portable".
+const char* interp_moments_isa() { return INTERP_ISA; }
+int interp_moments_vector_bytes() { return INTERP_VECTOR_BYTES; }
 
 // dtype: 0 float32, 1 float64; mode: 0 forward (writes y), 1 backward (reads gy, adds into dP, dQt, writes G0 if
 // not null), 2 fused training pass (reads x, xq, w, sigma, xi, weight; writes y, c; adds into dP, dQt);
