@@ -21,15 +21,13 @@ from pathlib import Path
 
 import torch
 
-from interp.checkpoints import load, load_trajectory
 from interp.evalset import EvalSet
 from interp.evaluate import adjusted_losses, sigma_profile
 from interp.model import LinearTransformer
 from interp.probes.drift import EVAL_SEED, DriftData, drift_record, drift_trajectory, register_directions
 from interp.probes.forms import diag_projection
 from interp.records import jsonable
-from interp.run import Run
-from interp.train import is_complete, load_run_config
+from interp.run import Run, load
 
 ROOT = Path(__file__).resolve().parent
 ZOO = ROOT / "zoo"
@@ -43,7 +41,7 @@ def discover(layers: int = 4) -> tuple[list[Path], list[Path]]:
     """(complete, incomplete) `layers`-layer FULL run directories."""
     found = [p for sub in ("", "seeds", "drift") for p in sorted((ZOO / sub).glob(f"full{layers}_*"))]
     found = [p for p in found if Run.is_run(p)]
-    done = [p for p in found if is_complete(p)]
+    done = [p for p in found if Run(p).is_complete()]
     return done, [p for p in found if p not in done]
 
 
@@ -68,7 +66,7 @@ def thinned(traj: list, n_max: int) -> list:
 
 def trajectory_metrics(run: Path, args) -> dict:
     """The drift JSON of one run, from the cache when its last step and settings match."""
-    cfg = load_run_config(run)
+    cfg = Run(run).config()
     CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / f"{run_name(run)}.json"
     if path.exists():
@@ -81,7 +79,7 @@ def trajectory_metrics(run: Path, args) -> dict:
         if same_run and doc.get("settings") == settings(args) and doc["checkpoints"][-1]["step"] == cfg.steps:
             return doc
     t0 = time.time()
-    traj = load_trajectory(run)
+    traj = Run(run).trajectory()
     if args.max_checkpoints:
         traj = thinned(traj, args.max_checkpoints)
     data = DriftData.default(
@@ -374,20 +372,20 @@ def main() -> None:
     for run in done:
         study["runs"][run_name(run)] = trajectory_metrics(run, args)
     refs = {prior: ZOO / f"diag{args.layers}_{slug}" for prior, slug in PRIORS.items()}
-    refs = {prior: load(p) for prior, p in refs.items() if p.exists() and is_complete(p)}
+    refs = {prior: load(p) for prior, p in refs.items() if p.exists() and Run(p).is_complete()}
     for run in done:
-        cfg = load_run_config(run)
+        cfg = Run(run).config()
         study["final_losses"][run_name(run)] = final_losses(
             load(run), refs.get(cfg.noise), cfg.noise, cfg.n, args.final_seq
         )
     every = args.layers > 4  # deeper models write from several layers (drift.md, "At 7 layers")
     study["register_effect_removes"] = "every layer's y → x column" if every else "the strongest writer's y → x column"
     study["register_effect"] = {
-        run_name(r): register_effect(load(r), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], load_run_config(r).n, every_layer=every)
+        run_name(r): register_effect(load(r), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], Run(r).config().n, every_layer=every)
         for r in done
     }
     for prior, slug in PRIORS.items():
-        runs = [r for r in done if load_run_config(r).noise == prior and not load_run_config(r).init]
+        runs = [r for r in done if Run(r).config().noise == prior and not Run(r).config().init]
         if not runs:
             continue
         top = 5.0 if prior.startswith("categorical") else 6.0
@@ -401,7 +399,7 @@ def main() -> None:
             )
         if prior in refs:
             models["DIAG"] = refs[prior]
-        study["profiles"][prior] = profiles(models, sigmas, load_run_config(runs[0]).n, args.profile_seq)
+        study["profiles"][prior] = profiles(models, sigmas, Run(runs[0]).config().n, args.profile_seq)
     compact = {k: v for k, v in study.items() if k != "runs"}
     compact["runs"] = {
         name: {

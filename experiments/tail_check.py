@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
-from interp.checkpoints import load
 from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, ScoredSet, adjusted_losses
-from interp.train import GUARD_CAP, load_run_config
+from interp.run import Run, load
+from interp.train import GUARD_CAP
 
 TRIM = 10
 TAIL_SEED = 7  # the tail sequences: a second, larger evaluation set, disjoint from the table's (seed 0) by seed
@@ -38,7 +38,7 @@ def tail(model, cfg, n_seq: int, seed: int = TAIL_SEED) -> dict:
 
 
 def check(run: Path, n_seq: int, tail_seq: int, tail_seed: int) -> dict:
-    cfg = load_run_config(run)
+    cfg = Run(run).config()
     model = load(run)
     data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=n_seq, seed=0, x_cov=cfg.x_cov)
     diff = adjusted_losses({"m": model}, data)["m"]

@@ -25,10 +25,9 @@ from pathlib import Path
 
 import torch
 
-from interp.checkpoints import load
 from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses
-from interp.train import is_complete, load_run_config
+from interp.run import Run, load
 
 # the environment of each
 PATHS = {"fused": "", "kernel": "INTERP_FUSED=0", "torch": "INTERP_KERNEL=0"}
@@ -62,13 +61,13 @@ def main() -> int:
             env.update(v.split("=") for v in flag.split())
             name = f"{arch}{args.layers}_s{seed}_{path}"
             run = args.root / name
-            if not is_complete(run):
+            if not Run(run).is_complete():
                 cmd = command(arch, args.layers, int(seed), run)
                 load0, t0 = os.getloadavg()[0], time.perf_counter()
                 subprocess.run(cmd, check=True, env=env)
                 walls[name] = dict(wall_s=time.perf_counter() - t0, load_before=load0, load_after=os.getloadavg()[0])
                 timing_path.write_text(json.dumps(walls, indent=1))
-            cfg = load_run_config(run)
+            cfg = Run(run).config()
             rates = [json.loads(line)["steps_per_s"] for line in (run / "metrics.jsonl").read_text().splitlines()]
             data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=args.n_seq, seed=0, x_cov=cfg.x_cov)
             est = LossEstimate.of(adjusted_losses({"m": load(run)}, data)["m"])

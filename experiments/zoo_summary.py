@@ -16,11 +16,9 @@ from pathlib import Path
 import tail_check  # experiments/tail_check.py, beside this script
 import torch
 
-from interp.checkpoints import list_checkpoints, load
 from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses, paper_value
-from interp.run import Run
-from interp.train import is_complete, load_run_config
+from interp.run import Run, load
 
 ZOO = Path(__file__).resolve().parent / "zoo"
 TRIM = 10  # the mean without this many worst sequences is printed beside the mean
@@ -54,10 +52,10 @@ def main() -> int:
     rows, records = [], []
     for cfg_path in runs(ZOO):
         run = cfg_path.parent
-        cfg = load_run_config(run)
+        cfg = Run(run).config()
         name = str(run.relative_to(ZOO))
-        done = is_complete(run)
-        step = list_checkpoints(run)[-1][0]
+        done = Run(run).is_complete()
+        step = Run(run).checkpoints()[-1][0]
         command = (run / "COMMAND").read_text().strip() if (run / "COMMAND").exists() else "(training)"
         if not done:
             rows.append(

@@ -1,7 +1,6 @@
 """interp: mechanistic interpretability for linear transformers that learn linear regression in context."""
 
 from interp.baselines import AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict, ridge_predict
-from interp.checkpoints import CheckpointError, load
 from interp.config import ModelConfig, TrainConfig
 from interp.evalset import EvalSet
 from interp.evaluate import (
@@ -14,6 +13,7 @@ from interp.evaluate import (
     sigma_grid,
     sigma_profile,
 )
+from interp.files import CheckpointError
 from interp.model import LinearTransformer, Omegas
 from interp.probes import (
     DiagProjection,
@@ -28,7 +28,7 @@ from interp.probes import (
     probe_model,
     run_drift,
 )
-from interp.run import Run, RunLocked
+from interp.run import Run, RunLocked, load
 from interp.spectral import SpectralContext
 from interp.sweep import sweep
 from interp.tasks import NoisePrior, TaskBatch, TaskDraw, draw_tasks, sample_tasks

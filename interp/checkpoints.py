@@ -1,16 +1,14 @@
 """Checkpoint files: safetensors tensors with a JSON config in the header; atomic writes; never unpickles.
 
-Reads are bounded: only regular files, a capped header, and every declared shape checked against the file
-size and against ModelConfig's limits before anything is allocated. The layout of a run directory (config,
-trajectory, resume state, metrics, lock) belongs to interp.run.Run alone.
+Reads are bounded: only regular files (interp.files), a capped header, and every declared shape checked against
+the file size and against ModelConfig's limits before anything is allocated. This module knows one file at a
+time; the layout of a run directory (config, trajectory, resume state, metrics, lock) belongs to interp.run.Run
+alone, and interp.run.load takes a checkpoint file or a run directory.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,52 +18,16 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from interp.config import ModelConfig
+from interp.files import CheckpointError, atomic_write_bytes, read_regular_file
+from interp.limits import MAX_FILE_BYTES
 from interp.model import LinearTransformer
+from interp.tasks import as_prior
 
 FORMAT = "interp-checkpoint"
 FORMAT_VERSION = 1
 MAX_HEADER_BYTES = 1 << 20  # a safetensors header above 1 MiB is not one of ours
-MAX_FILE_BYTES = 1 << 34  # 16 GiB: MAX_PARAMS float64 weights with Adam state fit well below
-MAX_TEXT_BYTES = 1 << 28  # config / metrics / JSON inputs
 ST_ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
 MODEL_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
-
-
-class CheckpointError(ValueError):
-    """A checkpoint or run directory that cannot be used; the message names the file and the problem."""
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, fsync, then rename over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
 
 
 def save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
@@ -73,29 +35,6 @@ def save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict[
     header = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "meta": json.dumps(meta, sort_keys=True)}
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     atomic_write_bytes(path, st_save(tensors, metadata=header))
-
-
-def read_regular_file(path: str | Path, limit: int = MAX_FILE_BYTES, what: str = "file") -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; never blocks on a FIFO or reads a device."""
-    path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such file") from None
-    except OSError as err:
-        raise CheckpointError(f"{path}: cannot read ({err.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise CheckpointError(f"{path}: is a directory, not a {what}")
-        if not stat.S_ISREG(st.st_mode):
-            raise CheckpointError(f"{path}: not a regular file (a FIFO, device or socket); refusing to read it")
-        if st.st_size > limit:
-            raise CheckpointError(f"{path}: {st.st_size} bytes, more than the {limit} a {what} may have")
-        try:
-            return fh.read(limit + 1)[:limit]
-        except OSError as err:
-            raise CheckpointError(f"{path}: cannot read ({err.strerror})") from None
 
 
 def _check_header(path: Path, data: bytes) -> dict:
@@ -210,8 +149,6 @@ def _check_meta(path: Path, meta: dict[str, Any]) -> None:
         raise CheckpointError(f"{path}: checkpoint step must be an integer >= 0, got {step!r:.60}")
     noise = meta.get("noise")
     if noise is not None:
-        from interp.tasks import as_prior
-
         try:
             as_prior(noise)
         except ValueError as err:
@@ -227,35 +164,3 @@ def load_file(file: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:
     model = model_from_tensors(file, tensors, meta["model_config"])
     model.eval()
     return model, meta
-
-
-# A checkpoint path may name a run directory: interp.run resolves it (imported late: run imports this module).
-def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint file as given, or the last checkpoint of a run directory."""
-    from interp.run import resolve_checkpoint as resolve
-
-    return resolve(path)
-
-
-def load_with_meta(path: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:
-    """(model, metadata) from a checkpoint file or a run directory (its last checkpoint)."""
-    return load_file(resolve_checkpoint(path))
-
-
-def load(path: str | Path) -> LinearTransformer:
-    """The model of a checkpoint file or of a run directory (its last checkpoint)."""
-    return load_with_meta(path)[0]
-
-
-def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
-    """The trajectory of a run directory as (step, path), sorted by step (interp.run.Run.checkpoints)."""
-    from interp.run import Run
-
-    return Run(run_dir).checkpoints()
-
-
-def load_trajectory(run_dir: str | Path) -> list[tuple[int, LinearTransformer]]:
-    """Every checkpoint of a run directory, as (step, model), sorted by step (interp.run.Run.trajectory)."""
-    from interp.run import Run
-
-    return Run(run_dir).trajectory()

@@ -13,16 +13,22 @@ from typing import Any
 
 import torch
 
+from interp.files import CheckpointError, read_regular_file
+from interp.limits import (
+    MAX_BATCH_ELEMENTS,
+    MAX_COV_D,
+    MAX_D,
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_N,
+    MAX_PARAMS,
+    MAX_SEED,
+    MAX_STEPS,
+)
+from interp.tasks import as_prior
+
 PARAMS = ("full", "diag", "gdpp")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-# Sane limits, checked before anything is allocated (a config or checkpoint header can declare anything).
-MAX_D, MAX_LAYERS, MAX_HEADS = 4096, 256, 256
-MAX_PARAMS = 2**28  # weights of one model (1 GiB in float32)
-MAX_BATCH_ELEMENTS = 2**28  # batch * (n + 1) * (d + 1): the token tensor of one training step
-MAX_STEPS, MAX_N = 10**9, 2**20
-MAX_SEED = 2**62
-# A full d×d input covariance is stored in config.json and in the resume header, each read capped at 1 MiB.
-MAX_COV_D = 128
 
 Matrix = tuple[tuple[float, ...], ...]
 
@@ -100,8 +106,6 @@ def covariance_spec(spec: str) -> Matrix:
             raise ValueError(f"{spec!r}: comma-separated numbers expected after 'diag:'") from None
         rows = [[v if i == j else 0.0 for j in range(len(values))] for i, v in enumerate(values)]
     elif spec.endswith(".json"):
-        from interp.checkpoints import CheckpointError, read_regular_file
-
         try:
             rows = json.loads(read_regular_file(Path(spec), 1 << 20, "covariance file"))
         except (ValueError, RecursionError) as err:
@@ -248,8 +252,6 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_fields(self)
-        from interp.tasks import as_prior
-
         as_prior(self.noise)  # ValueError naming the spec
         if self.x_cov is not None:
             object.__setattr__(self, "x_cov", covariance("x_cov", self.x_cov, self.model.d))

@@ -9,6 +9,8 @@ Layout (Run alone knows these names):
 
 One writer at a time: `with run.lock():` holds an exclusive flock on .lock and refuses a second writer in
 one line naming the holder's PID. Readers never take the lock; `run.writer()` says whether a run is training.
+
+`load(path)` / `load_with_meta(path)` take a checkpoint file or a run directory (its last checkpoint).
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from typing import Any, Iterator
 import torch
 
 from interp import checkpoints as ck
-from interp.checkpoints import CheckpointError
 from interp.config import Matrix, TrainConfig
+from interp.files import CheckpointError, atomic_write_text, read_regular_file
+from interp.limits import MAX_TEXT_BYTES
 from interp.model import LinearTransformer
+from interp.presets import resolve
 
 FORMAT_VERSION = 1
 _CKPT_RE = re.compile(r"^step_(\d{1,12})\.safetensors$")
@@ -134,7 +138,7 @@ class Run:
         if not path.exists():
             raise CheckpointError(f"{path}: no such file (not a run directory)")
         try:
-            data = json.loads(ck.read_regular_file(path, 1 << 20, "run config"))
+            data = json.loads(read_regular_file(path, 1 << 20, "run config"))
         except (ValueError, RecursionError) as err:
             if isinstance(err, CheckpointError):
                 raise
@@ -150,7 +154,7 @@ class Run:
             raise CheckpointError(f"{path}: bad run config ({err})") from None
 
     def write_config(self, cfg: TrainConfig) -> None:
-        ck.atomic_write_text(
+        atomic_write_text(
             self.config_path, json.dumps({"format_version": FORMAT_VERSION, **cfg.to_dict()}, indent=2, sort_keys=True)
         )
 
@@ -166,8 +170,6 @@ class Run:
 
     @property
     def total_steps(self) -> int:
-        from interp.train import resolve
-
         return resolve(self.config()).steps
 
     # ------------------------------------------------------------------ checkpoints
@@ -269,7 +271,7 @@ class Run:
         """The logged rows; a torn last line (a crash mid-write) is dropped, a bad line elsewhere is an error."""
         if not self.metrics_path.exists():
             return []
-        text = ck.read_regular_file(self.metrics_path, ck.MAX_TEXT_BYTES, "metrics log").decode("utf-8", "replace")
+        text = read_regular_file(self.metrics_path, MAX_TEXT_BYTES, "metrics log").decode("utf-8", "replace")
         lines = text.split("\n")
         rows = []
         for i, line in enumerate(lines):
@@ -289,7 +291,7 @@ class Run:
     def truncate_metrics(self, step: int) -> None:
         """Keep the rows up to `step` (the resume point), dropping a torn last line."""
         keep = [row for row in self.read_metrics() if row["step"] <= step]
-        ck.atomic_write_text(self.metrics_path, "".join(json.dumps(row) + "\n" for row in keep))
+        atomic_write_text(self.metrics_path, "".join(json.dumps(row) + "\n" for row in keep))
 
     # ------------------------------------------------------------------ lock
     @contextlib.contextmanager
@@ -387,3 +389,13 @@ def resolve_checkpoint(path: str | Path) -> Path:
     if not path.exists():
         raise CheckpointError(f"{path}: no such file or directory")
     return path
+
+
+def load_with_meta(path: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:
+    """(model, metadata) from a checkpoint file or a run directory (its last checkpoint)."""
+    return ck.load_file(resolve_checkpoint(path))
+
+
+def load(path: str | Path) -> LinearTransformer:
+    """The model of a checkpoint file or of a run directory (its last checkpoint)."""
+    return load_with_meta(path)[0]

@@ -21,11 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from interp import checkpoints as ck
 from interp.config import ModelConfig, TrainConfig, covariance_spec
+from interp.evalset import EvalSet
+from interp.evaluate import adjusted_loss
+from interp.files import atomic_write_text
+from interp.presets import resolve
 from interp.run import Run
-from interp.tasks import as_prior
-from interp.train import prior_slug, resolve
+from interp.tasks import as_prior, prior_slug
+from interp.train import train
 
 SWEEP_FILE = "sweep.json"
 EVAL_SEQ = 10_000  # sequences for the end table's adjusted loss (interp table uses 100 000)
@@ -288,10 +291,6 @@ def run_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = EVAL_SEQ
     "error": "..."}: an error in the run never escapes, so the rest of the sweep goes on.
     """
     import torch
-
-    from interp.evalset import EvalSet
-    from interp.evaluate import adjusted_loss
-    from interp.train import train
 
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
@@ -557,7 +556,7 @@ class Progress:
             "counts": self.counts(),
             "runs": {s.spec.name: s.summary() for s in self.states},
         }
-        ck.atomic_write_text(self.root / SWEEP_FILE, json.dumps(_json_safe(data), indent=1) + "\n")
+        atomic_write_text(self.root / SWEEP_FILE, json.dumps(_json_safe(data), indent=1) + "\n")
 
 
 def _json_safe(obj: Any) -> Any:

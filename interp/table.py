@@ -17,12 +17,13 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from interp import checkpoints as ck
 from interp.config import describe_covariance
 from interp.evalset import EvalSet
 from interp.evaluate import TABLE1_COLUMNS, evaluate, paper_table, paper_value
+from interp.files import CheckpointError, atomic_write_text
 from interp.run import Run
 from interp.tasks import as_prior
+from interp.tuning import baselines
 
 ARCH_NAMES = {"gdpp": "GD++", "diag": "DIAG", "full": "FULL"}
 BASE_NAMES = {"constrr": "ConstRR", "adarr": "AdaRR", "tunedrr": "TunedRR", "bayes": "Bayes floor"}
@@ -79,12 +80,12 @@ def load_cache(path: Path | None) -> dict:
     try:
         return json.loads(Path(path).read_text()) if path and Path(path).exists() else {}
     except (OSError, ValueError) as err:
-        raise ck.CheckpointError(f"{path}: unreadable evaluation cache ({err}); remove it") from None
+        raise CheckpointError(f"{path}: unreadable evaluation cache ({err}); remove it") from None
 
 
 def save_cache(path: Path | None, cache: dict) -> None:
     if path:
-        ck.atomic_write_text(path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
 
 
 def _where(run: str) -> str:
@@ -127,8 +128,6 @@ def evaluate_baselines(
     cache_path: Path | None,
     log: Callable[[str], None] = _log,
 ) -> dict:
-    from interp.tuning import baselines
-
     out = {}
     for noise in priors:
         key = f"baselines|{noise}|{baseline_seq}|{eval_seed}"

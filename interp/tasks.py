@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from interp.limits import MAX_BATCH_ELEMENTS
+
 
 @dataclass(frozen=True)
 class NoisePrior:
@@ -103,6 +105,14 @@ def as_prior(noise: "str | NoisePrior") -> NoisePrior:
     return noise if isinstance(noise, NoisePrior) else NoisePrior.parse(noise)
 
 
+def prior_slug(noise: str) -> str:
+    """A directory-friendly name for a noise spec: uniform:5 -> uniform5, categorical:1,3 -> cat13."""
+    spec = as_prior(noise).spec
+    kind, _, body = spec.partition(":")
+    kind = {"categorical": "cat"}.get(kind, kind)
+    return kind + body.replace(",", "").replace(";", "p").replace(".", "_")
+
+
 @dataclass
 class TaskBatch:
     """A batch of in-context regression problems.
@@ -187,9 +197,7 @@ def _squared_norms(z: Tensor) -> Tensor:
 
 
 def _check_sizes(batch: int, d: int, n: int) -> None:
-    """batch, d, n: integers >= 1 whose token tensor stays under interp.config.MAX_BATCH_ELEMENTS."""
-    from interp.config import MAX_BATCH_ELEMENTS
-
+    """batch, d, n: integers >= 1 whose token tensor stays under interp.limits.MAX_BATCH_ELEMENTS."""
     for name, value in (("batch", batch), ("d", d), ("n", n)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name} must be an int, got {value!r}")

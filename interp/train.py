@@ -3,7 +3,6 @@ training setup)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -16,29 +15,12 @@ import torch
 from tqdm.auto import tqdm
 
 from interp import checkpoints as ck
-from interp import moments
+from interp import moments, presets
 from interp.config import TrainConfig, check_device
+from interp.files import CheckpointError, atomic_write_text
 from interp.model import LinearTransformer
-from interp.run import Run
-from interp.tasks import as_prior, draw_tasks, stressed_tasks
-
-# Peak learning rate of the fast one-cycle preset by depth: the stable peak falls with depth
-# (measured with a prototype: 2 layers at 1e-2 fine, 4 layers diverged at 5e-3 but trained at 2e-3).
-FAST_PEAK_LR = {1: 1e-2, 2: 1e-2, 3: 4e-3, 4: 2e-3, 5: 1.5e-3, 6: 1e-3}
-# DIAG / GD++ (4 scalars per head and layer) plateau at 4 layers with 2e-3 (adjusted loss 0.11, about
-# the 3-layer value) and train to 0.06 with 5e-3: measured in experiments/results/presets.md.
-FAST_PEAK_LR_DIAG = {**FAST_PEAK_LR, 4: 5e-3, 5: 3e-3, 6: 2e-3}
-FAST_STEPS_PER_LAYER = 2000
-# FULL models from 5 layers on diverge on rare contexts (XᵀX's largest eigenvalue ≳ 75 against a median of 49, or a
-# large Σ y²) in 8 of 14 runs, measured on 10⁶ sequences. A quarter of each batch drawn at 1.4× the size
-# (importance-weighted, interp.tasks.stressed_tasks; TrainConfig.stress_scale) tamed the hardest of them, where an
-# eighth at 1.25× left two blow-ups: experiments/results/presets.md.
-FAST_STRESS = {"full": (5, 0.25)}  # param → (from this many layers, fraction of the batch)
-FAST_STRESS_SCALE = 1.4
-# FULL-7 keeps learning past 2000·L steps: four times the steps with an eighth of each batch stressed at 1.25× met
-# the paper's 7-layer FULL values on uniform:5 (0.0465 against 0.047) and {1,3} (0.0098 against 0.010) with no
-# blow-up in 10⁶ sequences, where the preset gave 0.0499 and 0.0130 (experiments/results/presets.md, session 4).
-FAST_LONG = {("full", 7): dict(steps=56_000, stress=0.125, stress_scale=1.25)}  # (param, L) → overrides
+from interp.run import Run, load
+from interp.tasks import draw_tasks, stressed_tasks
 
 
 class TrainingDiverged(RuntimeError):
@@ -51,36 +33,6 @@ class TrainResult:
     run_dir: Path
     step: int
     loss: float  # mean training ½·MSE over the last logging window
-
-
-def resolve(cfg: TrainConfig) -> TrainConfig:
-    """Fill steps / lr / schedule from the preset where they were left at None."""
-    L = cfg.model.n_layers
-    if cfg.preset == "paper":
-        defaults = dict(steps=200_000, lr=1e-4, schedule="constant", stress=0.0, stress_scale=FAST_STRESS_SCALE)
-    elif cfg.preset == "fast":
-        table = FAST_PEAK_LR if cfg.model.param == "full" else FAST_PEAK_LR_DIAG
-        depth, frac = FAST_STRESS.get(cfg.model.param, (0, 0.0))
-        defaults = dict(
-            steps=FAST_STEPS_PER_LAYER * max(L, 1),
-            lr=table.get(L, table[6]),
-            schedule="onecycle",
-            stress=frac if L >= depth else 0.0,
-            stress_scale=FAST_STRESS_SCALE,
-        )
-        defaults.update(FAST_LONG.get((cfg.model.param, L), {}))
-    else:
-        raise ValueError(f"unknown preset {cfg.preset!r} (fast or paper)")
-    fill = {k: v for k, v in defaults.items() if getattr(cfg, k) is None}
-    cfg = dataclasses.replace(cfg, **fill)
-    if cfg.schedule not in ("onecycle", "constant"):
-        raise ValueError(f"unknown schedule {cfg.schedule!r} (onecycle or constant)")
-    if cfg.guard not in ("robust", "none"):
-        raise ValueError(f"unknown guard {cfg.guard!r} (robust or none)")
-    if cfg.steps < 1 or cfg.batch < 1 or cfg.n < 1 or not cfg.lr > 0:
-        raise ValueError("steps, batch and n must be >= 1 and lr > 0")
-    as_prior(cfg.noise)
-    return cfg
 
 
 def learning_rate(cfg: TrainConfig, step: int) -> float:
@@ -194,7 +146,7 @@ def _init_model(cfg: TrainConfig) -> LinearTransformer:
     gen = torch.Generator().manual_seed(cfg.seed)
     if cfg.init is None:
         return LinearTransformer(cfg.model, generator=gen)
-    src = ck.load(cfg.init)
+    src = load(cfg.init)
     if src.cfg.d != cfg.model.d:
         raise ValueError(f"--init: {cfg.init} has d={src.cfg.d} but the run asks for d={cfg.model.d}")
     if src.cfg.n_layers != cfg.model.n_layers:
@@ -237,7 +189,7 @@ def _load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]
                 state.setdefault(int(idx), {})[name] = val
         opt.load_state_dict({"state": state, "param_groups": groups})
     except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as err:
-        raise ck.CheckpointError(f"{path}: unusable optimizer state ({err})") from None
+        raise CheckpointError(f"{path}: unusable optimizer state ({err})") from None
 
 
 def _save_resume(run: Run, cfg: TrainConfig, model, opt, gen: torch.Generator, step: int, window: list[float]) -> None:
@@ -270,7 +222,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, progress:
     """
     run = Run(run_dir)
     if not resume:
-        cfg = resolve(cfg)  # bad configs fail before anything is created
+        cfg = presets.resolve(cfg)  # bad configs fail before anything is created
         check_device(cfg.device)
     with run.lock():
         return _train(cfg, run, resume, progress)
@@ -282,8 +234,8 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         cfg = run.config()
         resume = run.has_resume()  # no resume state yet: start again from step 0
     elif run.is_run(run_dir) or any(p.name != run.LOCK_FILE for p in run_dir.iterdir()):
-        raise ck.CheckpointError(f"{run_dir}: already holds files; resume that run or choose another directory")
-    cfg = resolve(cfg)
+        raise CheckpointError(f"{run_dir}: already holds files; resume that run or choose another directory")
+    cfg = presets.resolve(cfg)
     check_device(cfg.device)
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed + 1)
     model = _init_model(cfg).to(cfg.device)
@@ -299,12 +251,12 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         try:
             gen.set_state(tensors["rng.data"])
         except RuntimeError as err:
-            raise ck.CheckpointError(f"{run.resume_path}: unusable data RNG state ({err})") from None
+            raise CheckpointError(f"{run.resume_path}: unusable data RNG state ({err})") from None
         start, window = int(meta["step"]), [float(v) for v in meta.get("window", [])]
         run.truncate_metrics(start)
     else:
         run.write_config(cfg)
-        ck.atomic_write_text(metrics_path, "")
+        atomic_write_text(metrics_path, "")
     run.drop_checkpoints_after(start)  # written after the resume state by a killed process
     save_at = set(checkpoint_steps(cfg.steps, cfg.n_checkpoints))
     last_good = None
@@ -375,21 +327,3 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
                 _save_resume(run, cfg, model, opt, gen, done, window)
     bar.close()
     return TrainResult(model=model, run_dir=run_dir, step=cfg.steps, loss=mean)
-
-
-def load_run_config(run_dir: str | Path) -> TrainConfig:
-    """The TrainConfig a run directory was started with (interp.run.Run.config)."""
-    return Run(run_dir).config()
-
-
-def is_complete(run_dir: str | Path) -> bool:
-    """True when the run directory holds its final checkpoint (interp.run.Run.is_complete)."""
-    return Run(run_dir).is_complete()
-
-
-def prior_slug(noise: str) -> str:
-    """A directory-friendly name for a noise spec: uniform:5 -> uniform5, categorical:1,3 -> cat13."""
-    spec = as_prior(noise).spec
-    kind, _, body = spec.partition(":")
-    kind = {"categorical": "cat"}.get(kind, kind)
-    return kind + body.replace(",", "").replace(";", "p").replace(".", "_")

@@ -14,13 +14,11 @@ from pathlib import Path
 
 import torch
 
-from interp.checkpoints import load
 from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
 from interp.probes import fit_layer_maps, implicit_model
-from interp.run import Run
+from interp.run import Run, load
 from interp.tasks import sample_tasks
-from interp.train import is_complete, load_run_config
 
 ROOT = Path(__file__).resolve().parent.parent
 ZOO = ROOT / "experiments" / "zoo"
@@ -35,13 +33,13 @@ TOLERANCES = {  # absolute, except "rel" entries
 
 
 def zoo_runs() -> list[str]:
-    return sorted(p.name for p in ZOO.iterdir() if Run.is_run(p) and is_complete(p))
+    return sorted(p.name for p in ZOO.iterdir() if Run.is_run(p) and Run(p).is_complete())
 
 
 def golden_values(name: str) -> dict:
     """The pinned numbers of one zoo run (float64 probes on 2 000 sequences, loss on 10 000)."""
     run = ZOO / name
-    cfg = load_run_config(run)
+    cfg = Run(run).config()
     model = load(run)
     data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=10_000, seed=0)
     out: dict = {"adjusted_loss": adjusted_loss(model, data).mean}

@@ -7,7 +7,8 @@ from safetensors.torch import save_file
 
 import interp
 from interp import checkpoints as ck
-from interp.run import Run
+from interp.files import CheckpointError
+from interp.run import Run, load_with_meta
 from tests.helpers import random_diag, random_full, small_batch
 
 
@@ -15,13 +16,13 @@ def test_round_trip_file_and_run_dir(tmp_path):
     model = random_diag(d=3, n_layers=2, n_heads=2, param="gdpp")
     ck.save_checkpoint(Run(tmp_path).checkpoint_path(5), model, 5)
     ck.save_checkpoint(Run(tmp_path).checkpoint_path(12), random_full(d=3, n_layers=2), 12)
-    loaded, meta = ck.load_with_meta(Run(tmp_path).checkpoint_path(5))
+    loaded, meta = load_with_meta(Run(tmp_path).checkpoint_path(5))
     assert meta["step"] == 5 and loaded.cfg == model.cfg
     batch = small_batch(batch=3, d=3, n=5)
     with torch.no_grad():
         torch.testing.assert_close(loaded(batch.tokens), model(batch.tokens), rtol=0, atol=0)
-    assert ck.load_with_meta(tmp_path)[1]["step"] == 12  # a run directory gives its last checkpoint
-    assert [s for s, _ in ck.list_checkpoints(tmp_path)] == [5, 12]
+    assert load_with_meta(tmp_path)[1]["step"] == 12  # a run directory gives its last checkpoint
+    assert [s for s, _ in Run(tmp_path).checkpoints()] == [5, 12]
     assert not [p for p in Run(tmp_path).checkpoint_dir.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -59,7 +60,7 @@ def _write(tmp_path, model, mutate_tensors=None, mutate_header=None):
 )
 def test_bad_checkpoints_name_file_and_problem(tmp_path, tensors, header, match):
     path = _write(tmp_path, random_full(d=3, n_layers=2, n_heads=1), tensors, header)
-    with pytest.raises(ck.CheckpointError, match=match) as err:
+    with pytest.raises(CheckpointError, match=match) as err:
         interp.load(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 
@@ -70,15 +71,15 @@ def test_truncated_and_missing_files(tmp_path):
     ck.save_checkpoint(path, model, 0)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ck.CheckpointError, match="truncated or corrupt"):
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
         interp.load(path)
-    with pytest.raises(ck.CheckpointError, match="no such file"):
+    with pytest.raises(CheckpointError, match="no such file"):
         interp.load(tmp_path / "nope.safetensors")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ck.CheckpointError, match="holds no checkpoints"):
+    with pytest.raises(CheckpointError, match="holds no checkpoints"):
         interp.load(tmp_path / "empty")
     (tmp_path / "pickle.pt").write_bytes(b"\x80\x04not safetensors")
-    with pytest.raises(ck.CheckpointError, match="not a valid safetensors"):
+    with pytest.raises(CheckpointError, match="not a valid safetensors"):
         interp.load(tmp_path / "pickle.pt")
 
 

@@ -6,10 +6,9 @@ import math
 import pytest
 import torch
 
-from interp.checkpoints import load
 from interp.probes import implicit_model, lemma44
+from interp.run import Run, load
 from interp.tasks import sample_tasks
-from interp.train import load_run_config
 from tests.golden import GOLDEN, ZOO, golden_values, zoo_runs
 
 GOLD = json.loads(GOLDEN.read_text())
@@ -45,7 +44,7 @@ def test_lemma44_reproduces_recursion_on_trained_diag(name):
 
     (An exact identity; the few-1e-8 residual seen in float64 comes from ρ = λ − αᵀΣ⁻¹α, which
     cancels catastrophically for nearly noiseless sequences.)"""
-    cfg = load_run_config(ZOO / name)
+    cfg = Run(ZOO / name).config()
     model = load(ZOO / name)
     batch = sample_tasks(500, cfg.model.d, cfg.n, cfg.noise, torch.Generator().manual_seed(2), dtype=torch.float64)
     imp = implicit_model(model, batch.tokens)

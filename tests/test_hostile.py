@@ -20,6 +20,7 @@ from safetensors.torch import save as st_save
 import interp
 from interp import checkpoints as ck
 from interp.config import ModelConfig, TrainConfig
+from interp.files import CheckpointError
 from interp.model import LinearTransformer
 from interp.run import Run
 from interp.tasks import sample_tasks
@@ -121,7 +122,7 @@ def test_fifo_named_like_a_checkpoint_is_refused_without_hanging(tmp_path, capsy
 def test_symlink_to_a_device_is_refused(tmp_path):
     link = tmp_path / "zero.safetensors"
     link.symlink_to("/dev/zero")
-    with pytest.raises(ck.CheckpointError, match="not a regular file"):
+    with pytest.raises(CheckpointError, match="not a regular file"):
         interp.load(link)
 
 
@@ -142,11 +143,11 @@ def test_oversized_declarations_are_refused_before_allocation(tmp_path):
     ):
         path = _file(tmp_path, small, {"model_config": {**cfg, key: value}, "step": 0})
         assert path.stat().st_size < 1000
-        with pytest.raises(ck.CheckpointError, match=needle):
+        with pytest.raises(CheckpointError, match=needle):
             interp.load(path)
     # within each limit, but too many weights together
     path = _file(tmp_path, small, {"model_config": {**cfg, "d": 4000, "n_layers": 256, "n_heads": 256}, "step": 0})
-    with pytest.raises(ck.CheckpointError, match="exceed the limit"):
+    with pytest.raises(CheckpointError, match="exceed the limit"):
         interp.load(path)
     # a header declaring more bytes than the file holds, and a header length of 2^60
     data = bytearray((tmp_path / "bad.safetensors").read_bytes())
@@ -154,14 +155,14 @@ def test_oversized_declarations_are_refused_before_allocation(tmp_path):
     header["blocks.0.attn.P"]["shape"] = [2**20, 3, 3]
     blob = json.dumps(header).encode()
     (tmp_path / "huge.safetensors").write_bytes(len(blob).to_bytes(8, "little") + blob + bytes(72))
-    with pytest.raises(ck.CheckpointError, match=r"declares shape \[1048576, 3, 3\]"):
+    with pytest.raises(CheckpointError, match=r"declares shape \[1048576, 3, 3\]"):
         interp.load(tmp_path / "huge.safetensors")
     deep = b"[" * 200_000  # nested past Python's recursion limit
     (tmp_path / "deep.safetensors").write_bytes(len(deep).to_bytes(8, "little") + deep)
-    with pytest.raises(ck.CheckpointError, match="header is not JSON"):
+    with pytest.raises(CheckpointError, match="header is not JSON"):
         interp.load(tmp_path / "deep.safetensors")
     (tmp_path / "len.safetensors").write_bytes((2**60).to_bytes(8, "little") + b"{}")
-    with pytest.raises(ck.CheckpointError, match="header of 1152921504606846976 bytes"):
+    with pytest.raises(CheckpointError, match="header of 1152921504606846976 bytes"):
         interp.load(tmp_path / "len.safetensors")
 
 
@@ -170,7 +171,7 @@ def test_integer_and_bool_checkpoints_are_refused(tmp_path):
     for dtype in (torch.int64, torch.bool):
         t = {"blocks.0.attn.P": torch.zeros(1, 3, 3, dtype=dtype), "blocks.0.attn.Q": torch.zeros(1, 3, 3, dtype=dtype)}
         name = str(dtype).removeprefix("torch.")
-        with pytest.raises(ck.CheckpointError, match=f"is {name}, its config says float32"):
+        with pytest.raises(CheckpointError, match=f"is {name}, its config says float32"):
             interp.load(_file(tmp_path, t, {"model_config": cfg, "step": 0}))
 
 
@@ -190,7 +191,7 @@ def test_integer_and_bool_checkpoints_are_refused(tmp_path):
 )
 def test_bad_metadata_is_one_checkpoint_error(tmp_path, meta, needle):
     path = _file(tmp_path, {"x": torch.zeros(1)}, meta)
-    with pytest.raises(ck.CheckpointError, match=needle) as err:
+    with pytest.raises(CheckpointError, match=needle) as err:
         interp.load(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 
@@ -215,7 +216,7 @@ def test_bad_config_is_one_line(tmp_path, run_dir, capsys, edit, needle):
     run = Run(tmp_path / "run")
     run.path.mkdir()
     run.config_path.write_text(json.dumps(edit(json.loads(Run(run_dir).config_path.read_text()))))
-    with pytest.raises(ck.CheckpointError, match=needle):
+    with pytest.raises(CheckpointError, match=needle):
         run.config()
     code, _, err = run_cli(capsys, "train", "--resume", run.path)
     _one_line(code, err, run.config_path, needle)
@@ -225,10 +226,10 @@ def test_deeply_nested_config_and_metrics_are_one_error(tmp_path):
     run = Run(tmp_path / "run")
     run.path.mkdir()
     run.config_path.write_text("[" * 200_000)
-    with pytest.raises(ck.CheckpointError, match="unreadable run config"):
+    with pytest.raises(CheckpointError, match="unreadable run config"):
         run.config()
     run.metrics_path.write_text("[" * 200_000 + "\n" + '{"step": 5}\n')
-    with pytest.raises(ck.CheckpointError, match="line 1 is not a metrics row"):
+    with pytest.raises(CheckpointError, match="line 1 is not a metrics row"):
         run.read_metrics()
 
 
@@ -378,7 +379,7 @@ _TENSORS = st.dictionaries(
 def _expect_checkpoint_error(path):
     try:
         interp.load(path)
-    except ck.CheckpointError as err:
+    except CheckpointError as err:
         assert "\n" not in str(err)
 
 

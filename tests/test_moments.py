@@ -12,6 +12,7 @@ from interp import checkpoints as ck
 from interp import kernel, moments
 from interp.config import ModelConfig
 from interp.model import LinearTransformer
+from interp.run import load
 from interp.tasks import TaskDraw, draw_tasks, sample_tasks
 
 N_CTX = 6
@@ -321,7 +322,7 @@ def test_padded_model_checkpoints_keep_true_shapes(tmp_path):
     ck.save_checkpoint(tmp_path / "m.safetensors", model, 2)
     tensors, _ = ck.read_tensors(tmp_path / "m.safetensors")
     assert {tuple(t.shape) for t in tensors.values()} == {(2, 6, 6)}
-    loaded = ck.load(tmp_path / "m.safetensors")
+    loaded = load(tmp_path / "m.safetensors")
     with torch.no_grad():
         torch.testing.assert_close(loaded(tokens), model(tokens), rtol=0, atol=0)
     _, cache = loaded.run_with_cache(tokens)  # hooks see the true width

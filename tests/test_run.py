@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 
 from interp import checkpoints as ck
 from interp.config import ModelConfig, TrainConfig
+from interp.files import CheckpointError
 from interp.model import LinearTransformer
 from interp.run import Run, RunLocked
 from interp.train import train
@@ -160,7 +161,7 @@ def test_edited_config_is_refused_on_resume(tmp_path, monkeypatch, capsys):
         cfg = json.loads(original)
         edit(cfg)
         run.config_path.write_text(json.dumps(cfg))
-        with pytest.raises(ck.CheckpointError, match="disagrees with") as err:
+        with pytest.raises(CheckpointError, match="disagrees with") as err:
             train(CFG, run.path, resume=True, progress=False)
         assert needle in str(err.value) and "\n" not in str(err.value)
         code, _, err_text = run_cli(capsys, "train", "--resume", run.path, "--no-progress")
@@ -213,7 +214,7 @@ def test_torn_metrics_line_is_dropped_on_resume(tmp_path, monkeypatch):
     train(CFG, tmp_path / "straight", progress=False)
     _assert_same_weights(tmp_path / "straight", run.path)
     run.metrics_path.write_text('{"step": 5}\nnot json\n{"step": 10}\n')
-    with pytest.raises(ck.CheckpointError, match=rf"{run.metrics_path}: line 2 is not a metrics row"):
+    with pytest.raises(CheckpointError, match=rf"{run.metrics_path}: line 2 is not a metrics row"):
         run.read_metrics()
 
 
@@ -234,7 +235,7 @@ def test_run_killed_before_its_first_resume_state_restarts(tmp_path, monkeypatch
 
 def test_fresh_train_into_a_run_is_refused(tmp_path):
     train(CFG, tmp_path / "run", progress=False)
-    with pytest.raises(ck.CheckpointError, match="already holds files"):
+    with pytest.raises(CheckpointError, match="already holds files"):
         train(CFG, tmp_path / "run", progress=False)
 
 
@@ -242,7 +243,7 @@ def test_trajectory_of_mixed_architectures_is_refused(tmp_path):
     train(CFG, tmp_path / "run", progress=False)
     run = Run(tmp_path / "run")
     run.save_checkpoint(LinearTransformer(ModelConfig(d=2, n_layers=2)), 7)
-    with pytest.raises(ck.CheckpointError, match="in a trajectory of"):
+    with pytest.raises(CheckpointError, match="in a trajectory of"):
         run.trajectory()
 
 
@@ -256,7 +257,7 @@ def test_resume_file_without_train_config_still_resumes_and_checks_the_model(tmp
     run.write_resume(tensors, {k: v for k, v in meta.items() if k != "train_config"})  # as written before Run
     cfg = json.loads(run.config_path.read_text())
     run.config_path.write_text(json.dumps({**cfg, "model": {**cfg["model"], "n_heads": 2}}))
-    with pytest.raises(ck.CheckpointError, match="model.n_heads: 1 in the checkpoint, 2 in the config"):
+    with pytest.raises(CheckpointError, match="model.n_heads: 1 in the checkpoint, 2 in the config"):
         train(CFG, run.path, resume=True, progress=False)
     run.config_path.write_text(json.dumps(cfg))
     train(CFG, run.path, resume=True, progress=False)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from interp import checkpoints as ck
-from interp.run import Run
+from interp.run import Run, load
 from interp.sweep import (
     RAY_MISSING,
     SWEEP_FILE,
@@ -28,7 +28,7 @@ from interp.sweep import (
     run_task,
     sweep,
 )
-from interp.train import is_complete, train
+from interp.train import train
 from tests.helpers import random_diag, run_cli
 
 TINY = dict(d=4, n=8, batch=64, steps=40, save_every=10, checkpoints=5)
@@ -75,7 +75,7 @@ def reference(tmp_path_factory):
 
 
 def final_weights(run_dir: Path) -> dict:
-    return ck.load(run_dir).state_dict()
+    return load(run_dir).state_dict()
 
 
 def assert_same(a: dict, b: dict) -> None:
@@ -189,7 +189,7 @@ def check_sweep(root: Path, states, reference, failed: int = 1) -> None:
     assert by["diag2_uniform5_s2"].status == "failed" and "TrainingDiverged: step" in by["diag2_uniform5_s2"].error
     assert (root / f"{VICTIM}.killed").read_text() == str(KILL_AT)  # the second attempt resumed at step 20
     for name, weights in reference.items():
-        assert is_complete(root / name)
+        assert Run(root / name).is_complete()
         assert_same(final_weights(root / name), weights)
     summary = json.loads((root / SWEEP_FILE).read_text())
     assert summary["counts"] == {"done": 2, "running": 0, "failed": failed, "queued": 0}
@@ -276,8 +276,8 @@ def test_ray_worker_dying_too_often_fails_the_run_only(tmp_path, ray_local):
     root = tmp_path / "ray0"
     states = sweep(specs()[:2], root, backend="ray", retries=0, eval_seq=0, progress=False, task=dying_task)
     by = {s.spec.name: s for s in states}
-    assert by["diag1_uniform5_s0"].status == "done" and is_complete(root / "diag1_uniform5_s0")
-    assert by[VICTIM].status == "failed" and "Worker" in by[VICTIM].error and not is_complete(root / VICTIM)
+    assert by["diag1_uniform5_s0"].status == "done" and Run(root / "diag1_uniform5_s0").is_complete()
+    assert by[VICTIM].status == "failed" and "Worker" in by[VICTIM].error and not Run(root / VICTIM).is_complete()
 
 
 @pytest.mark.slow
@@ -305,7 +305,7 @@ def test_table_from_a_root(tmp_path, capsys):
     )
     assert code == 0, err
     cell = json.loads((tmp_path / "t.json").read_text())["cells"]["diag1|uniform:5"]
-    est = evaluate({"m": ck.load(root / "diag1_uniform5_s1")}, EvalSet("uniform:5", n_seq=1000, seed=0))["m"]
+    est = evaluate({"m": load(root / "diag1_uniform5_s1")}, EvalSet("uniform:5", n_seq=1000, seed=0))["m"]
     assert cell["best_seed"] == 1 and cell["seeds"] == [0, 1] and cell["paper"] == 0.906
     assert (cell["mean"], cell["median"], cell["worst"]) == pytest.approx((est.mean, est.median, est.worst), rel=1e-12)
     assert "| 1 | DIAG | " in out and "(0.906)" in out and f"median {est.median:.3g}" in out

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp.checkpoints import load
 from interp.config import ModelConfig, TrainConfig
 from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
+from interp.run import load
 from interp.train import train
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "tail_check.py"

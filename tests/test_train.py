@@ -14,8 +14,9 @@ from safetensors.torch import load_file
 import interp
 from interp import checkpoints as ck
 from interp.config import ModelConfig, TrainConfig
+from interp.presets import resolve
 from interp.run import Run
-from interp.train import TrainingDiverged, checkpoint_steps, learning_rate, resolve, train
+from interp.train import TrainingDiverged, checkpoint_steps, learning_rate, train
 
 SMALL = dict(noise="uniform:1", n=8, batch=128, log_every=10)
 
@@ -66,7 +67,7 @@ def test_training_learns_and_logs(tmp_path):
     # tests/test_validation.py), up to noise
     omega_yx = result.model.omegas().omega_yx.item()
     assert omega_yx == pytest.approx(-1 / (8 + 3 + 1 + 1 / 3), rel=0.25)
-    steps = [s for s, _ in ck.list_checkpoints(tmp_path / "run")]
+    steps = [s for s, _ in Run(tmp_path / "run").checkpoints()]
     assert steps[0] == 0 and steps[-1] == 300
     assert interp.load(tmp_path / "run").cfg == cfg.model
 
@@ -77,7 +78,7 @@ def test_non_finite_loss_stops_with_step_and_keeps_last_good(tmp_path):
         TrainingDiverged, match=r"step \d+: (loss|weights|\d+ of \d+ sequences) .*last good checkpoint"
     ) as err:
         train(cfg, tmp_path / "run", progress=False)
-    ckpts = ck.list_checkpoints(tmp_path / "run")
+    ckpts = Run(tmp_path / "run").checkpoints()
     assert ckpts and str(ckpts[-1][1]) in str(err.value)
     model = interp.load(ckpts[-1][1])  # loads: every saved checkpoint is finite
     assert all(torch.isfinite(p).all() for p in model.parameters())
@@ -189,7 +190,7 @@ def test_init_from_diag_into_full(tmp_path):
     cfg = small_cfg(
         model=ModelConfig(d=3, n_layers=2, param="full"), steps=1, lr=1e-12, init=str(tmp_path / "diag"), init_noise=0.0
     )
-    first = interp.load(ck.list_checkpoints(train(cfg, tmp_path / "full", progress=False).run_dir)[0][1])
+    first = interp.load(Run(train(cfg, tmp_path / "full", progress=False).run_dir).checkpoints()[0][1])
     torch.testing.assert_close(first.P, src.P.detach())
     torch.testing.assert_close(first.Q, src.Q.detach())
 
@@ -218,7 +219,7 @@ def test_training_draws_inputs_from_x_cov(tmp_path, monkeypatch):
 
 
 def _weights(run_dir):
-    return load_file(str(ck.list_checkpoints(run_dir)[-1][1]))
+    return load_file(str(Run(run_dir).checkpoints()[-1][1]))
 
 
 @pytest.mark.slow

@@ -54,8 +54,8 @@ def add(sub) -> None:
 def cmd_drift(args) -> int:
     import torch
 
-    from interp.checkpoints import atomic_write_text
     from interp.evalset import EvalSet
+    from interp.files import atomic_write_text
     from interp.probes.drift import EVAL_SEED, DriftData, drift_trajectory
     from interp.run import Run
 

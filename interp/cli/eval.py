@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from interp.cli import ArgError, check_output, existing_path, noise_spec, note_training, positive_int
-from interp.config import MAX_BATCH_ELEMENTS, MAX_D, MAX_N, Matrix
+from interp.config import Matrix
+from interp.limits import MAX_BATCH_ELEMENTS, MAX_D, MAX_N
 
 BASELINES = ("ols", "constrr", "adarr", "tunedrr", "gd", "bayes")
 MAX_SIGMAS = 1_000
@@ -123,8 +124,7 @@ def _baseline_list(text: str) -> list[str]:
 
 
 def _load_models(paths: list[str], d: int | None) -> tuple[list[dict], int]:
-    from interp.checkpoints import load_with_meta
-    from interp.run import Run
+    from interp.run import Run, load_with_meta
 
     models = []
     for path in paths:
@@ -358,7 +358,7 @@ def _csv(rows: list[dict], common: dict) -> str:
 
 
 def _write(target: str, text: str) -> None:
-    from interp.checkpoints import atomic_write_text
+    from interp.files import atomic_write_text
 
     if target == "-":
         sys.stdout.write(text)

@@ -7,7 +7,7 @@ import math
 import sys
 
 from interp.cli import MAX_SEQ, ArgError, check_output, existing_path, noise_spec, note_training, positive_int
-from interp.config import MAX_BATCH_ELEMENTS, MAX_N
+from interp.limits import MAX_BATCH_ELEMENTS, MAX_N
 
 
 def add(sub) -> None:
@@ -57,10 +57,10 @@ def add(sub) -> None:
 def cmd_probe(args) -> int:
     import torch
 
-    from interp.checkpoints import load_with_meta, resolve_checkpoint
     from interp.evalset import EvalSet
     from interp.probes import probe_model
     from interp.probes.summary import SCHEMA_VERSION
+    from interp.run import load_with_meta, resolve_checkpoint
 
     if not 0 <= args.ablation_seq <= MAX_SEQ:
         raise ArgError(f"--ablation-seq must be in [0, {MAX_SEQ}], got {args.ablation_seq}")
@@ -99,7 +99,7 @@ def cmd_probe(args) -> int:
         print_table(str(path), meta.get("step"), rec, x_cov)
     argv = getattr(args, "argv", None) or sys.argv[1:]
     doc = {"format": "interp-probe", "format_version": SCHEMA_VERSION, "command": ["interp", *argv], "models": models}
-    from interp.checkpoints import atomic_write_text
+    from interp.files import atomic_write_text
 
     atomic_write_text(out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     print(f"wrote {out}")

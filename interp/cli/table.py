@@ -45,7 +45,7 @@ def add(sub) -> None:
 def cmd_table(args) -> int:
     import torch
 
-    from interp.checkpoints import atomic_write_text
+    from interp.files import atomic_write_text
     from interp.table import table1
 
     torch.set_num_threads(1)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from interp.cli import ArgError, device, existing_path, noise_spec, positive_float, positive_int, x_cov_spec
-from interp.config import MAX_BATCH_ELEMENTS, MAX_D, MAX_HEADS, MAX_LAYERS, MAX_N, MAX_STEPS
+from interp.limits import MAX_BATCH_ELEMENTS, MAX_D, MAX_HEADS, MAX_LAYERS, MAX_N, MAX_STEPS
 
 
 def add(sub) -> None:
@@ -168,9 +168,10 @@ def cmd_train(args) -> int:
     import torch
 
     from interp.config import covariance_spec, describe_covariance
+    from interp.presets import resolve
     from interp.run import Run
     from interp.sweep import OPTIONS, config_from_options
-    from interp.train import TrainingDiverged, resolve, train
+    from interp.train import TrainingDiverged, train
 
     torch.set_num_threads(args.threads)
     if args.resume:
@@ -192,7 +193,7 @@ def cmd_train(args) -> int:
             raise ArgError("--out: required (or --resume RUN_DIR)")
         run_dir = _check_out_dir(args.out)
         if args.init:
-            from interp.checkpoints import load
+            from interp.run import load
 
             src = load(args.init)
             if src.cfg.d != args.d:

@@ -47,6 +47,7 @@ from interp.probes.forms import (
 from interp.probes.implicit import as_float64, layer_update, probe_cache
 from interp.probes.summary import TOP_SV
 from interp.records import Record
+from interp.run import Run
 
 EVAL_SEED = 20_240_914  # sequences of the adjusted loss (the same for every checkpoint)
 FIT_SEED = 20_240_915  # sequences whose statistics the DIAG / equivariant fits use
@@ -380,8 +381,6 @@ def drift_trajectory(trajectory, data: DriftData, per_layer_gap: bool = True, pr
 def run_drift(run_dir: str | Path, noise=None, per_layer_gap: bool = True, **data_kwargs) -> dict:
     """drift_trajectory over every checkpoint of a run directory, on the run's own prior, context length and input
     covariance."""
-    from interp.run import Run
-
     run = Run(run_dir)
     cfg = run.config()
     traj = run.trajectory()

@@ -17,6 +17,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.evalset import EvalSet
+from interp.evaluate import evaluate
 from interp.model import LinearTransformer
 from interp.probes.implicit import ImplicitModel, as_float64, cosine, layer_update
 from interp.records import Record
@@ -284,8 +285,6 @@ class Ablation(Record):
 
 def diag_ablation(model: LinearTransformer, data: EvalSet, omega: Tensor | None = None) -> Ablation:
     """Adjusted loss with each layer (then all layers) replaced by its DIAG projection, on the same sequences."""
-    from interp.evaluate import evaluate
-
     model = as_float64(model)
     if omega is None:
         omega = diag_projection(model.P.detach(), model.Q.detach()).omega

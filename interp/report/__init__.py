@@ -20,7 +20,7 @@ def write_report(
     log=None,
 ) -> tuple[Path, ReportData]:
     """Gather everything about the models at `paths` and write the HTML report to `out`."""
-    from interp.checkpoints import atomic_write_text
+    from interp.files import atomic_write_text
 
     data = gather(paths, settings, noise=noise, use_cache=use_cache, log=log)
     out = Path(out)

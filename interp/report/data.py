@@ -14,14 +14,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from interp.checkpoints import (
-    MAX_TEXT_BYTES,
-    CheckpointError,
-    atomic_write_text,
-    load_with_meta,
-    read_regular_file,
-    resolve_checkpoint,
-)
 from interp.config import Matrix, describe_covariance
 from interp.evalset import EvalSet
 from interp.evaluate import (
@@ -33,9 +25,11 @@ from interp.evaluate import (
     sigma_grid,
     sigma_profile,
 )
+from interp.files import CheckpointError, atomic_write_text, read_regular_file
+from interp.limits import MAX_TEXT_BYTES
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
-from interp.run import Run
+from interp.run import Run, load_with_meta, resolve_checkpoint
 from interp.tasks import as_prior
 
 REPORT_VERSION = 2  # 2: probe sequences drawn by interp.evalset (the same for any chunk size)

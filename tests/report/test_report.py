@@ -189,15 +189,15 @@ def test_cli_report(tmp_path, capsys):
 
 
 def test_several_runs_at_one_depth(report):
-    from interp.checkpoints import list_checkpoints
     from interp.report import figures
     from interp.report.data import Settings, gather
+    from interp.run import Run
 
     _, data, _ = report
     full = next(e for e in data.entries if e.label == "full2")
-    early = list_checkpoints(full.run_dir)[1][1]
+    early = Run(full.run_dir).checkpoints()[1][1]
     both = gather([full.path, early], Settings.quick(), with_drift=False)
-    assert [e.label for e in both.entries] == ["full2", f"full2@{list_checkpoints(full.run_dir)[1][0]}"]
+    assert [e.label for e in both.entries] == ["full2", f"full2@{Run(full.run_dir).checkpoints()[1][0]}"]
     fig = figures.loss_vs_layers(both).figure
     line = next(t for t in fig.data if t.name == "FULL")
     others = next(t for t in fig.data if t.name == "FULL (other runs)")
@@ -279,9 +279,9 @@ def test_report_on_a_run_trained_on_x_cov(tmp_path, monkeypatch):
 
     from interp import tuning
     from interp.baselines import Bayes
-    from interp.checkpoints import CheckpointError
     from interp.evalset import EvalSet
     from interp.evaluate import evaluate, per_layer_loss
+    from interp.files import CheckpointError
     from interp.report import summary_rows
     from interp.report.data import Settings, gather
     from interp.run import Run

@@ -1,0 +1,12 @@
+"""Size limits: pure constants, the bottom of the core's layer order (README, Architecture)."""
+
+# Sane limits, checked before anything is allocated (a config or checkpoint header can declare anything).
+MAX_D, MAX_LAYERS, MAX_HEADS = 4096, 256, 256
+MAX_PARAMS = 2**28  # weights of one model (1 GiB in float32)
+MAX_BATCH_ELEMENTS = 2**28  # batch * (n + 1) * (d + 1): the token tensor of one training step
+MAX_STEPS, MAX_N = 10**9, 2**20
+MAX_SEED = 2**62
+# A full d×d input covariance is stored in config.json and in the resume header, each read capped at 1 MiB.
+MAX_COV_D = 128
+MAX_FILE_BYTES = 1 << 34  # 16 GiB: MAX_PARAMS float64 weights with Adam state fit well below
+MAX_TEXT_BYTES = 1 << 28  # config / metrics / JSON inputs
