@@ -39,6 +39,13 @@ def test_presets():
     assert (fast.steps, fast.lr, fast.schedule) == (8000, 2e-3, "onecycle")
     diag = resolve(TrainConfig(model=ModelConfig(n_layers=4, param="diag")))
     assert diag.lr == 5e-3  # DIAG / GD++ plateau at 4 layers with FULL's 2e-3
+    # from 6 layers DIAG / GD++ take 8e-3 (2e-3 left DIAG-7 at 4x the paper on uniform:1: presets.md, session 8)
+    assert {L: resolve(TrainConfig(model=ModelConfig(n_layers=L, param="gdpp"))).lr for L in (5, 6, 7, 8)} == {
+        5: 3e-3,
+        6: 8e-3,
+        7: 8e-3,
+        8: 8e-3,
+    }
     paper = resolve(TrainConfig(model=ModelConfig(n_layers=4), preset="paper"))
     assert (paper.steps, paper.lr, paper.schedule, paper.batch) == (200_000, 1e-4, "constant", 2048)
     assert learning_rate(fast, 800) == pytest.approx(2e-3)  # peak at the end of warm-up
