@@ -61,6 +61,13 @@ def test_presets():
     full7 = resolve(TrainConfig(model=ModelConfig(n_layers=7)))
     assert (full7.steps, full7.stress, full7.stress_scale) == (56_000, 0.125, 1.25)
     assert resolve(TrainConfig(model=ModelConfig(n_layers=5))).stress_scale == 1.4
+    # low noise (largest σ <= 2): FULL-3 and DIAG-3 stress a quarter of each batch; not GD++, not at high noise
+    low = {
+        (p, noise): resolve(TrainConfig(model=ModelConfig(n_layers=3, param=p), noise=noise)).stress
+        for p in ("full", "diag", "gdpp")
+        for noise in ("uniform:1", "uniform:2", "uniform:3", "categorical:1,3")
+    }
+    assert low == {(p, s): 0.25 if p != "gdpp" and s in ("uniform:1", "uniform:2") else 0.0 for p, s in low}
     assert resolve(TrainConfig(model=ModelConfig(n_layers=7), preset="paper")).stress == 0.0
 
 
