@@ -33,6 +33,7 @@ class TrainResult:
     run_dir: Path
     step: int
     loss: float  # mean training ½·MSE over the last logging window
+    already_finished: bool = False  # a resumed run that had finished: nothing was trained, `loss` is the recorded one
 
 
 def learning_rate(cfg: TrainConfig, step: int) -> float:
@@ -232,6 +233,11 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
     run_dir = run.path
     if resume:
         cfg = run.config()
+        if run.is_complete():  # finished: never retrain, whether or not the resume state is still there
+            model = run.load()[0]
+            rows = run.read_metrics()
+            loss = float(rows[-1]["loss"]) if rows and "loss" in rows[-1] else float("nan")
+            return TrainResult(model, run_dir, presets.resolve(cfg).steps, loss, already_finished=True)
         resume = run.has_resume()  # no resume state yet: start again from step 0
     elif run.is_run(run_dir) or any(p.name != run.LOCK_FILE for p in run_dir.iterdir()):
         raise CheckpointError(f"{run_dir}: already holds files; resume that run or choose another directory")

@@ -209,6 +209,12 @@ def cmd_train(args) -> int:
     except TrainingDiverged as err:
         print(f"interp train: {err}", file=sys.stderr)
         return 1
+    if result.already_finished:  # nothing was trained: say so, recompute nothing
+        print(
+            f"run {result.run_dir}: already finished at step {result.step} "
+            f"(recorded final train ½·MSE {result.loss:.4f}); nothing to resume"
+        )
+        return 0
     _print_train_summary(result)
     return 0
 

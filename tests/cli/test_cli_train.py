@@ -122,3 +122,22 @@ def test_help_for_every_command(capsys):
     for argv in (["--help"], *([name, "--help"] for name in COMMANDS)):
         code, out, _ = run_cli(capsys, *argv)
         assert code == 0 and "usage: interp" in out
+
+
+def test_resuming_a_finished_run_says_so_and_recomputes_nothing(capsys, tmp_path):
+    """--resume on a finished run prints its recorded final loss and exits 0: no training, no evaluation, no
+    checkpoint touched, with or without its resume state."""
+    run_dir = tmp_path / "run"
+    argv = ["--arch", "diag", "--layers", "1", "--d", "2", "--n", "4", "--batch", "8", "--steps", "20"]
+    code, _, err = run_cli(capsys, "train", *argv, "--no-progress", "--out", run_dir)
+    assert code == 0, err
+    recorded = Run(run_dir).read_metrics()[-1]["loss"]
+    before = {p.name: p.read_bytes() for _, p in Run(run_dir).checkpoints()}
+    for drop_resume in (False, True):
+        if drop_resume:
+            Run(run_dir).resume_path.unlink()
+        code, out, err = run_cli(capsys, "train", "--resume", run_dir, "--no-progress")
+        assert code == 0, err
+        assert "already finished at step 20" in out and f"{recorded:.4f}" in out and "nan" not in out
+        assert "eval on" not in out  # nothing recomputed
+        assert {p.name: p.read_bytes() for _, p in Run(run_dir).checkpoints()} == before
