@@ -8,6 +8,7 @@ The prediction is ŷ = −y of the query after the last layer.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -51,16 +52,33 @@ def has_hooks(module: nn.Module) -> bool:
     )
 
 
+# torch keeps the hooks of register_module_forward_hook and its siblings in these module-level dicts; it has no
+# public way to ask whether any is registered. If a torch release renames one, every forward takes the token path
+# (exact, hooks honoured, slower) and says so once, instead of bypassing a hook without a word.
+_GLOBAL_HOOK_DICTS = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+)
+_MISSING_WARNED: list[bool] = [False]
+
+
 def global_hooks() -> bool:
-    """Whether a hook registered with torch.nn.modules.module.register_module_*_hook applies to every module."""
+    """Whether a hook registered with torch.nn.modules.module.register_module_*_hook applies to every module (True
+    as well when this torch keeps them where interp cannot see: then no hook can be bypassed)."""
     m = torch.nn.modules.module
-    names = (
-        "_global_forward_hooks",
-        "_global_forward_pre_hooks",
-        "_global_backward_hooks",
-        "_global_backward_pre_hooks",
-    )
-    return any(getattr(m, name, None) for name in names)
+    found = [getattr(m, name, None) for name in _GLOBAL_HOOK_DICTS]
+    if any(not isinstance(d, dict) for d in found):
+        if not _MISSING_WARNED[0]:
+            _MISSING_WARNED[0] = True
+            warnings.warn(
+                f"interp: torch {torch.__version__} keeps its global module hooks where interp cannot see them; "
+                "every forward runs token by token (exact, slower)",
+                stacklevel=2,
+            )
+        return True
+    return any(found)
 
 
 def diag_matrices(

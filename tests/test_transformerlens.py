@@ -76,6 +76,8 @@ def test_every_kind_of_module_hook_turns_off_the_fast_path():
         lambda: attn.register_forward_pre_hook(lambda m, i: fired.append("pre")),
         lambda: model.blocks[0].hook_resid_post.register_full_backward_hook(lambda m, gi, go: fired.append("bwd")),
         lambda: torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: fired.append("global")),
+        lambda: torch.nn.modules.module.register_module_forward_pre_hook(lambda m, i: fired.append("global pre")),
+        lambda: torch.nn.modules.module.register_module_full_backward_hook(lambda m, gi, go: None),
     ]
     for register in registrations:
         assert not model._hooks_active()
@@ -88,8 +90,25 @@ def test_every_kind_of_module_hook_turns_off_the_fast_path():
             handle.remove()
         if register is registrations[0]:  # zeroing the attention module's output = zeroing hook_attn_out
             torch.testing.assert_close(out.detach(), ablated, rtol=1e-12, atol=1e-12)
-    assert {"pre", "bwd", "global"} <= set(fired)
+    assert {"pre", "bwd", "global", "global pre"} <= set(fired)
     assert not model._hooks_active()
+
+
+def test_a_torch_without_the_global_hook_dicts_takes_the_token_path(monkeypatch):
+    """If torch renames its global hook dicts, the model never bypasses a hook: it runs token by token, warns once,
+    and gives the same prediction."""
+    from interp import model as model_module
+
+    model = random_full(d=3, n_layers=2, n_heads=1, scale=0.3)
+    tokens = small_batch(batch=3, d=3, n=5).tokens
+    with torch.no_grad():
+        fast = model(tokens)
+    monkeypatch.setattr(model_module, "_GLOBAL_HOOK_DICTS", (*model_module._GLOBAL_HOOK_DICTS, "_renamed_hooks"))
+    monkeypatch.setattr(model_module, "_MISSING_WARNED", [False])
+    with pytest.warns(UserWarning, match="token by token"):
+        assert model._hooks_active()
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens), fast, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", ["hook_tokens", "hook_embed", "blocks.0.hook_resid_pre"])
