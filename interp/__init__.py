@@ -1,4 +1,7 @@
-"""interp: mechanistic interpretability for linear transformers that learn linear regression in context."""
+"""interp: mechanistic interpretability for linear transformers that learn linear regression in context.
+
+The package's functions never shadow its modules: `interp.train`, `interp.evaluate` and `interp.sweep` are the
+modules; their entry points are `interp.train_model`, `interp.evaluate_predictors` and `interp.run_sweep`."""
 
 from interp.baselines import AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict, ridge_predict
 from interp.config import ModelConfig, TrainConfig
@@ -6,13 +9,13 @@ from interp.evalset import EvalSet
 from interp.evaluate import (
     LossEstimate,
     adjusted_loss,
-    evaluate,
     paper_value,
     per_layer_loss,
     per_layer_profile,
     sigma_grid,
     sigma_profile,
 )
+from interp.evaluate import evaluate as evaluate_predictors
 from interp.files import CheckpointError
 from interp.model import LinearTransformer, Omegas
 from interp.probes import (
@@ -30,9 +33,9 @@ from interp.probes import (
 )
 from interp.run import Run, RunLocked, load
 from interp.spectral import SpectralContext
-from interp.sweep import sweep
+from interp.sweep import sweep as run_sweep
 from interp.tasks import NoisePrior, TaskBatch, TaskDraw, draw_tasks, sample_tasks
-from interp.train import train
+from interp.train import train as train_model
 from interp.tuning import baselines as tuned_baselines
 from interp.tuning import tuned
 
@@ -63,7 +66,7 @@ __all__ = [
     "diag_projection",
     "draw_tasks",
     "drift_trajectory",
-    "evaluate",
+    "evaluate_predictors",
     "fit_layer_maps",
     "implicit_model",
     "lemma44",
@@ -79,8 +82,8 @@ __all__ = [
     "sample_tasks",
     "sigma_grid",
     "sigma_profile",
-    "train",
+    "train_model",
     "tuned",
-    "sweep",
+    "run_sweep",
     "tuned_baselines",
 ]
