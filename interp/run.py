@@ -10,7 +10,8 @@ Layout (Run alone knows these names):
 One writer at a time: `with run.lock():` holds an exclusive flock on .lock and refuses a second writer in
 one line naming the holder's PID. Readers never take the lock; `run.writer()` says whether a run is training.
 
-`load(path)` / `load_with_meta(path)` take a checkpoint file or a run directory (its last checkpoint).
+`load(path)` / `load_with_meta(path)` take a checkpoint file or a run directory (its last checkpoint);
+`resolve_model(path)` says what such a path is: which model, step, training prior, d, n and input covariance.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import fcntl
 import json
 import os
 import re
+import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -299,9 +302,14 @@ class Run:
         """Hold the writer lock (creating the directory); RunLocked names the PID of a writer already there."""
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+            # never through a symlink (O_NOFOLLOW), and only a regular file: the lock is truncated and written
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
         except OSError as err:
-            raise CheckpointError(f"{self.path}: cannot create the run directory's lock ({err.strerror})") from None
+            why = "it is a symlink" if err.errno == errno.ELOOP else err.strerror
+            raise CheckpointError(f"{self.lock_path}: cannot open the run's lock ({why})") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise CheckpointError(f"{self.lock_path}: the run's lock is not a regular file")
         try:
             for attempt in range(20):  # a reader's probe holds a shared lock for microseconds
                 try:
@@ -325,8 +333,11 @@ class Run:
     def writer(self) -> int | None:
         """The PID of the process writing this run now, -1 if unknown, None if no process is."""
         try:
-            fd = os.open(self.lock_path, os.O_RDONLY | os.O_NONBLOCK)
+            fd = os.open(self.lock_path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError:
+            return None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
             return None
         try:
             try:
@@ -389,6 +400,51 @@ def resolve_checkpoint(path: str | Path) -> Path:
     if not path.exists():
         raise CheckpointError(f"{path}: no such file or directory")
     return path
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """What a path names (resolve_model): the model read, and what it was trained on.
+
+    A run's facts come from its config.json; a loose checkpoint file's from its own metadata, which records the
+    training prior (when it was saved with one) but neither n nor the input covariance.
+    """
+
+    path: Path  # as given: a run directory, a checkpoint file of a run (its resume file too), or a loose file
+    checkpoint: Path  # the checkpoint file read: the file given, or a run directory's last checkpoint
+    model: LinearTransformer  # that file's model, in its own dtype
+    step: int | None  # the training step the checkpoint records (None: it records none)
+    noise: str | None  # spec of the training noise prior: the run's config, else the checkpoint's; None: unknown
+    d: int  # the task dimension (the model's)
+    n: int | None  # the training context length (the run's config); None: unknown (a loose checkpoint)
+    x_cov: Matrix | None  # the training input covariance Λ, x ~ N(0, Λ) (the run's config); None: I (loose: I)
+    run: Run | None  # the run the checkpoint belongs to; None for a loose checkpoint file
+    config: TrainConfig | None = None  # that run's validated config; None for a loose checkpoint file
+
+
+def resolve_model(path: str | Path) -> ResolvedModel:
+    """What `path` is: a run directory (its last checkpoint), a checkpoint file of a run or a loose checkpoint file.
+
+    The checkpoint is read first, then the run's config when there is a run; either's problem is a CheckpointError
+    naming the file. A directory without a config that holds checkpoints/ counts as loose (no run, n unknown).
+    """
+    path = Path(path)
+    checkpoint = resolve_checkpoint(path)
+    model, meta = ck.load_file(checkpoint)
+    run = Run.of(path)
+    cfg = None if run is None else run.config()
+    return ResolvedModel(
+        path=path,
+        checkpoint=checkpoint,
+        model=model,
+        step=meta.get("step"),
+        noise=meta.get("noise") if cfg is None else cfg.noise,
+        d=model.cfg.d,
+        n=None if cfg is None else cfg.n,
+        x_cov=None if cfg is None else cfg.x_cov,
+        run=run,
+        config=cfg,
+    )
 
 
 def load_with_meta(path: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:

@@ -26,7 +26,7 @@ from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
 from interp.files import atomic_write_text
 from interp.presets import resolve
-from interp.run import Run
+from interp.run import Run, resolve_model
 from interp.tasks import as_prior, prior_slug
 from interp.train import train
 
@@ -300,8 +300,9 @@ def run_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = EVAL_SEQ
             train(config, run_dir, resume=Run.is_run(run_dir), progress=False)
         est = None
         if eval_seq:
-            data = EvalSet(config.noise, d=config.model.d, n=config.n, n_seq=eval_seq, seed=0, x_cov=config.x_cov)
-            est = adjusted_loss(Run(run_dir).load()[0], data).to_dict()
+            m = resolve_model(run_dir)  # its last checkpoint, on the prior, d, n and Λ it was trained on
+            data = EvalSet(m.noise, d=m.d, n=m.n, n_seq=eval_seq, seed=0, x_cov=m.x_cov)
+            est = adjusted_loss(m.model, data).to_dict()
     except Exception as err:  # noqa: BLE001  (reported with the run; the sweep goes on)
         return {"status": "failed", "error": f"{type(err).__name__}: {err}", "seconds": time.perf_counter() - t0}
     return {"status": "done", "adjusted_loss": est, "seconds": time.perf_counter() - t0}

@@ -21,7 +21,7 @@ from interp.config import describe_covariance
 from interp.evalset import EvalSet
 from interp.evaluate import TABLE1_COLUMNS, evaluate, paper_table, paper_value
 from interp.files import CheckpointError, atomic_write_text
-from interp.run import Run
+from interp.run import Run, resolve_model
 from interp.tasks import as_prior
 from interp.tuning import baselines
 
@@ -113,7 +113,9 @@ def evaluate_runs(
         key = f"model|{_where(r['run'])}|{r['step']}|{r['stamp']}|{n_seq}|{eval_seed}"
         if "worst" not in cache.get(key, {}):
             t0 = time.perf_counter()
-            est = evaluate({"m": Run(r["run"]).load()[0]}, EvalSet(r["noise"], n_seq=n_seq, seed=eval_seed))["m"]
+            m = resolve_model(r["run"])  # its last checkpoint, on the prior, d, n and Λ it was trained on
+            data = EvalSet(m.noise, d=m.d, n=m.n, n_seq=n_seq, seed=eval_seed, x_cov=m.x_cov)
+            est = evaluate({"m": m.model}, data)["m"]
             cache[key] = est.to_dict()
             log(f"{r['run']}: {est.mean:.4g} ± {est.stderr:.2g}  [{time.perf_counter() - t0:.1f}s]")
             save_cache(cache_path, cache)

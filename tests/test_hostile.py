@@ -255,6 +255,7 @@ def test_deeply_nested_config_and_metrics_are_one_error(tmp_path):
 @pytest.mark.parametrize("drop", ["rng.data", "param_groups", "step", "model_config"])
 def test_resume_state_missing_a_part_is_one_line(tmp_path, drop, capsys):
     run = train(CFG, tmp_path / "run", progress=False).run_dir
+    Run(run).last_checkpoint().unlink()  # unfinished (a finished run is never resumed: its resume state is not read)
     tensors, meta = ck.read_tensors(Run(run).resume_path)
     tensors.pop(drop, None)
     meta.pop(drop, None)
@@ -433,3 +434,26 @@ def test_a_valid_checkpoint_still_loads(tmp_path):
     model = random_full(d=2, n_layers=1, n_heads=1)
     ck.save_checkpoint(tmp_path / "ok.safetensors", model, 3)
     assert torch.equal(interp.load(tmp_path / "ok.safetensors").P, model.P)
+
+
+# ---------------------------------------------------------------------------- the writer lock
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "directory"])
+def test_a_lock_that_is_not_a_regular_file_is_refused_and_nothing_outside_is_touched(tmp_path, kind):
+    """The lock is opened without following symlinks and must be a regular file: a .lock linked to an outside file
+    never overwrites it with a PID, a FIFO never hangs, a directory is one error naming the lock."""
+    run = Run(tmp_path / "run")
+    run.path.mkdir()
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me\n")
+    if kind == "symlink":
+        run.lock_path.symlink_to(outside)
+    elif kind == "fifo":
+        os.mkfifo(run.lock_path)
+    else:
+        run.lock_path.mkdir()
+    with pytest.raises(CheckpointError, match=r"\.lock") as err:
+        with run.lock():
+            pass
+    assert "\n" not in str(err.value)
+    assert outside.read_text() == "keep me\n"
+    assert run.writer() is None

@@ -1,4 +1,5 @@
-"""interp.Run: one writer per run directory, resume trusts the resume file, torn metrics and early kills recover."""
+"""interp.Run: one writer per run directory, resume trusts the resume file, torn metrics and early kills recover;
+resolve_model says what a path is."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ from interp import checkpoints as ck
 from interp.config import ModelConfig, TrainConfig
 from interp.files import CheckpointError
 from interp.model import LinearTransformer
-from interp.run import Run, RunLocked
+from interp.run import Run, RunLocked, resolve_model
 from interp.train import train
-from tests.helpers import run_cli
+from tests.helpers import random_diag, run_cli
 
 train_mod = importlib.import_module("interp.train")  # the module (interp.train is also the function)
 CFG = TrainConfig(
@@ -263,3 +264,68 @@ def test_resume_file_without_train_config_still_resumes_and_checks_the_model(tmp
     train(CFG, run.path, resume=True, progress=False)
     train(CFG, tmp_path / "straight", progress=False)
     _assert_same_weights(tmp_path / "straight", run.path)
+
+
+# ---------------------------------------------------------------------------- resolve_model
+LAM = ((2.0, 0.5, 0.0), (0.5, 1.0, 0.0), (0.0, 0.0, 0.5))  # an input covariance Λ, x ~ N(0, Λ), d = 3
+
+
+@pytest.fixture
+def n40_run(tmp_path):
+    """A run directory (d = 3, n = 40, uniform:2 on x ~ N(0, Λ)) holding checkpoints at steps 0, 5 and 10."""
+    run = Run(tmp_path / "run")
+    run.path.mkdir()
+    models = {step: random_diag(d=3, n_layers=2, seed=step) for step in (0, 5, 10)}
+    run.write_config(TrainConfig(model=models[0].cfg, noise="uniform:2", n=40, steps=10, x_cov=LAM))
+    for step, model in models.items():
+        run.save_checkpoint(model, step, noise="uniform:2", seed=0)
+    return run, models
+
+
+def _same_model(a: LinearTransformer, b: LinearTransformer) -> bool:
+    return a.cfg == b.cfg and all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_resolve_model_of_a_run_directory_is_its_last_checkpoint_and_its_config(n40_run):
+    run, models = n40_run
+    m = resolve_model(str(run.path))
+    assert m.path == run.path and m.checkpoint == run.checkpoint_path(10) and m.step == 10
+    assert _same_model(m.model, models[10])
+    assert (m.noise, m.d, m.n, m.x_cov) == ("uniform:2", 3, 40, run.config().x_cov) and m.x_cov is not None
+    assert m.run is not None and m.run.path == run.path and m.config == run.config()
+
+
+def test_resolve_model_of_a_checkpoint_inside_a_run_reads_the_runs_config(n40_run):
+    run, models = n40_run
+    m = resolve_model(run.checkpoint_path(5))
+    assert m.path == m.checkpoint == run.checkpoint_path(5) and m.step == 5 and _same_model(m.model, models[5])
+    assert (m.noise, m.d, m.n, m.x_cov) == ("uniform:2", 3, 40, run.config().x_cov)
+    assert m.run.path == run.path and m.config.n == 40
+
+
+def test_resolve_model_of_a_loose_checkpoint_reads_its_metadata(n40_run, tmp_path):
+    run, models = n40_run
+    loose = tmp_path / "loose.safetensors"
+    loose.write_bytes(run.checkpoint_path(5).read_bytes())  # the same file, outside the run: no config to read
+    m = resolve_model(loose)
+    assert m.checkpoint == loose and m.step == 5 and _same_model(m.model, models[5])
+    assert (m.noise, m.d, m.n, m.x_cov, m.run, m.config) == ("uniform:2", 3, None, None, None, None)
+    bare = tmp_path / "bare.safetensors"
+    ck.save_checkpoint(bare, models[0], 3)  # no training prior recorded
+    assert (resolve_model(bare).noise, resolve_model(bare).step) == (None, 3)
+
+
+def test_resolve_model_errors_name_the_file(n40_run, tmp_path):
+    run, _ = n40_run
+    for path, match in (
+        (tmp_path / "nope.safetensors", "no such file"),
+        (tmp_path, "holds no checkpoints"),
+    ):
+        with pytest.raises(CheckpointError, match=match) as err:
+            resolve_model(path)
+        assert str(path) in str(err.value) and "\n" not in str(err.value)
+    run.config_path.write_text("{not json")
+    for path in (run.path, run.checkpoint_path(5)):
+        with pytest.raises(CheckpointError, match="unreadable run config") as err:
+            resolve_model(path)
+        assert str(run.config_path) in str(err.value)

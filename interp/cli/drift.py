@@ -19,7 +19,7 @@ def add(sub) -> None:
             "subspace, the scalar-identity deviation of the x-blocks of P and Q, R² of the DIAG and equivariant fits "
             "on the checkpoint's own statistics, the singular values of the non-DIAG remainder, and the adjusted loss "
             "of the model and of its DIAG projection (the functional gap). Prints a per-layer table for the first, "
-            "middle and last checkpoints; --json writes every metric of every checkpoint (README, 'Drift'). A run "
+            "middle and last checkpoints; --json writes every metric of every checkpoint (docs/drift.md). A run "
             "trained on x ~ N(0, Λ) (interp train --x-cov) is measured on inputs from N(0, Λ). "
             "About 3 s per 4-layer checkpoint on one thread with the defaults."
         ),
@@ -57,26 +57,26 @@ def cmd_drift(args) -> int:
     from interp.evalset import EvalSet
     from interp.files import atomic_write_text
     from interp.probes.drift import EVAL_SEED, DriftData, drift_trajectory
-    from interp.run import Run
+    from interp.run import Run, resolve_model
 
     out = args.json_out
     if out is not None:
         check_output(out, "--json", [args.run_dir])
     if not os.path.isdir(args.run_dir):
         raise ArgError(f"RUN_DIR: {args.run_dir} is not a directory")
+    if not Run.is_run(args.run_dir):
+        raise ArgError(f"RUN_DIR: {args.run_dir} is not a run directory (it has no {Run.CONFIG_FILE})")
     torch.set_num_threads(args.threads)
-    run = Run(args.run_dir)
-    cfg = run.config()
+    m = resolve_model(args.run_dir)  # the run's prior, d, n and input covariance (its config)
     note_training([args.run_dir], "interp drift")
-    traj = run.trajectory()
-    model = traj[0][1]
+    traj = m.run.trajectory()
     evalset = EvalSet(
-        args.noise or cfg.noise,
-        d=model.cfg.d,
-        n=cfg.n,
+        args.noise or m.noise,
+        d=m.d,
+        n=m.n,
         n_seq=args.eval_seq,
         seed=EVAL_SEED if args.eval_seed is None else args.eval_seed,
-        x_cov=cfg.x_cov,  # a run trained on x ~ N(0, Λ) is measured on such inputs
+        x_cov=m.x_cov,  # a run trained on x ~ N(0, Λ) is measured on such inputs
     )
     data = DriftData(evalset, fit_seq=args.fit_seq)
     t0 = time.time()

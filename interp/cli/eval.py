@@ -13,10 +13,14 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from interp.cli import ArgError, check_output, existing_path, noise_spec, note_training, positive_int
 from interp.config import Matrix
 from interp.limits import MAX_BATCH_ELEMENTS, MAX_D, MAX_N
+
+if TYPE_CHECKING:
+    from interp.run import ResolvedModel
 
 BASELINES = ("ols", "constrr", "adarr", "tunedrr", "gd", "bayes")
 MAX_SIGMAS = 1_000
@@ -30,15 +34,17 @@ def add(sub) -> None:
             "Adjusted evaluation loss (½·MSE minus the oracle ridge's ½·MSE on the same sequences, "
             "README, Conventions: adjusted loss) of "
             "each model next to OLS, ConstRR, AdaRR, TunedRR, GD-k and the Bayes floor, with the paper's Table 1 value "
-            "where one exists. MODEL is a checkpoint file or a run directory (its last checkpoint). A run trained on "
-            "x ~ N(0, Λ) (interp train --x-cov) is evaluated on inputs from N(0, Λ), the baselines tuned there."
+            "where one exists. MODEL is a checkpoint file or a run directory (its last checkpoint). Models are "
+            "evaluated on the noise prior, d and n they were trained on (--noise and --n override them; models trained "
+            "on different ones are refused) and a run trained on x ~ N(0, Λ) (interp train --x-cov) on inputs from "
+            "N(0, Λ), the baselines tuned there."
         ),
     )
     p.add_argument("models", nargs="*", type=existing_path, metavar="MODEL", help="checkpoint files or run directories")
     p.add_argument(
         "--noise",
         type=noise_spec,
-        help="noise prior of the evaluation tasks (default: the first model's training prior, else uniform:5)",
+        help="noise prior of the evaluation tasks (default: the models' training prior, else uniform:5)",
     )
     p.add_argument(
         "--view",
@@ -64,7 +70,9 @@ def add(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0; same seed, same numbers)")
     p.add_argument("--chunk", type=positive_int("--chunk"), default=10_000, help="sequences per forward pass (memory)")
     p.add_argument("--d", type=positive_int("--d", MAX_D), help="task dimension d (default: the models' d, else 10)")
-    p.add_argument("--n", type=positive_int("--n", MAX_N), default=20, help="context length n (default 20)")
+    p.add_argument(
+        "--n", type=positive_int("--n", MAX_N), help="context length n (default: the models' training n, else 20)"
+    )
     p.add_argument(
         "--baselines",
         type=_baseline_list,
@@ -123,33 +131,54 @@ def _baseline_list(text: str) -> list[str]:
     return names
 
 
-def _load_models(paths: list[str], d: int | None) -> tuple[list[dict], int]:
-    from interp.run import Run, load_with_meta
+def _setting(models: list[ResolvedModel], paths: list[str], args) -> tuple[str, int, int]:
+    """(noise, d, n) of the evaluation: each flag given, else the one the models were trained on (a model that does
+    not know its own, a loose checkpoint's n, takes any), else uniform:5, 10, 20. One evaluation draws one set of
+    sequences, so models trained on different ones are refused, naming them and the flag that evaluates them on one."""
+    from interp.tasks import as_prior
 
-    models = []
-    for path in paths:
-        model, meta = load_with_meta(path)
-        noise = meta.get("noise")
-        run = Run.of(path)
-        if noise is None and run is not None:
-            noise = run.prior
-        if d is None:
-            d = model.cfg.d
-        if model.cfg.d != d:
-            raise ArgError(f"{path}: checkpoint has d={model.cfg.d} but the task has d={d} (--d)")
-        x_cov = None if run is None else run.x_cov  # a loose checkpoint file records no input covariance: I
-        models.append(dict(path=path, model=model, noise=noise, step=meta.get("step"), x_cov=x_cov))
-    return models, d if d is not None else 10
+    if args.d is not None:
+        for m, path in zip(models, paths):
+            if m.d != args.d:
+                raise ArgError(f"{path}: checkpoint has d={m.d} but the task has d={args.d} (--d)")
+    d = args.d or _agreed(models, paths, "d", lambda m: m.d, "a model runs only on its own d: evaluate them separately")
+    noise = args.noise or _agreed(
+        models,
+        paths,
+        "noise",
+        lambda m: m.noise and as_prior(m.noise),
+        "pass --noise to evaluate them all on one, or evaluate them separately",
+    )
+    n = args.n or _agreed(
+        models, paths, "n", lambda m: m.n, "pass --n to evaluate them all at one n, or evaluate them separately"
+    )
+    return noise or "uniform:5", d or 10, n or 20
 
 
-def _input_covariance(models: list[dict]) -> Matrix | None:
+def _agreed(models: list[ResolvedModel], paths: list[str], field: str, key, fix: str):
+    """The models' `field` when every model that knows it (key(model) is not None) has the same key; None when none
+    knows it. Models that differ are an ArgError naming each of them, then `fix`."""
+    first: dict = {}  # key -> (path, value) of the first model with it
+    for m, path in zip(models, paths):
+        k = key(m)
+        if k is not None:
+            first.setdefault(k, (path, getattr(m, field)))
+    if len(first) > 1:
+        what = (lambda v: v) if field == "noise" else (lambda v: f"{field}={v}")
+        raise ArgError(
+            "MODEL: " + ", ".join(f"{path} is trained on {what(v)}" for path, v in first.values()) + f"; {fix}"
+        )
+    return next(iter(first.values()), (None, None))[1]
+
+
+def _input_covariance(models: list[ResolvedModel], paths: list[str]) -> Matrix | None:
     """The input covariance Λ (x ~ N(0, Λ)) the models were trained on, None for I; one evaluation draws one set of
     sequences, so models trained on different ones are refused."""
     from interp.config import describe_covariance
 
     first = {}
-    for m in models:
-        first.setdefault(m["x_cov"], m["path"])
+    for m, path in zip(models, paths):
+        first.setdefault(m.x_cov, path)  # a loose checkpoint file records no input covariance: I
     if len(first) > 1:
         raise ArgError(
             "MODEL: "
@@ -181,6 +210,7 @@ def cmd_eval(args) -> int:
     from interp.config import describe_covariance, inputs_suffix
     from interp.evalset import EvalSet
     from interp.evaluate import evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile
+    from interp.run import resolve_model
     from interp.tuning import baselines as make_baselines
     from interp.tuning import is_cached, tuned
 
@@ -194,17 +224,18 @@ def cmd_eval(args) -> int:
     if len(files) == 2 and files[0] == files[1]:
         raise ArgError(f"--csv and --json both name {args.csv}")
     note_training(args.models, "interp eval")
-    models, d = _load_models(args.models, args.d)
-    if args.chunk * (args.n + 1) * (d + 1) > MAX_BATCH_ELEMENTS:
+    paths = args.models
+    models = [resolve_model(path) for path in paths]  # what each path is: model, step, prior, d, n, Λ
+    noise, d, n = _setting(models, paths, args)  # each model on the prior, d and n it was trained on
+    if args.chunk * (n + 1) * (d + 1) > MAX_BATCH_ELEMENTS:
         raise ArgError(
-            f"--chunk: {args.chunk} sequences of {args.n + 1} x {d + 1} tokens exceed "
+            f"--chunk: {args.chunk} sequences of {n + 1} x {d + 1} tokens exceed "
             f"{MAX_BATCH_ELEMENTS} entries per forward pass; lower --chunk"
         )
-    noise = args.noise or next((m["noise"] for m in models if m["noise"]), None) or "uniform:5"
-    x_cov = _input_covariance(models)
-    if args.n <= d and not args.no_baselines:
+    x_cov = _input_covariance(models, paths)
+    if n <= d and not args.no_baselines:
         args.baselines = [b for b in args.baselines if b not in ("adarr", "tunedrr")]  # need n > d
-    gd_steps = tuple(args.gd_steps or sorted({m["model"].cfg.n_layers for m in models}) or (1,))
+    gd_steps = tuple(args.gd_steps or sorted({m.model.cfg.n_layers for m in models}) or (1,))
     names = (
         []
         if args.no_baselines
@@ -216,41 +247,39 @@ def cmd_eval(args) -> int:
         raise ArgError("nothing to evaluate: give a MODEL or drop --no-baselines")
 
     preds, meta = {}, {}
-    for m in models:
-        cfg = m["model"].cfg
-        label = _label(m["path"], [x["path"] for x in models])
-        preds[label] = m["model"]
-        in_dist = m["noise"] is not None and _same_prior(m["noise"], noise) and cfg.n_heads == 1
+    for m, path in zip(models, paths):
+        cfg = m.model.cfg
+        label = _label(path, paths)
+        preds[label] = m.model
+        in_dist = m.noise is not None and _same_prior(m.noise, noise) and m.n in (None, n) and cfg.n_heads == 1
         meta[label] = dict(
             kind="model",
-            path=m["path"],
-            step=m["step"],
+            path=path,
+            step=m.step,
             arch=cfg.param,
             layers=cfg.n_layers,
-            trained_on=m["noise"],
-            paper=paper_value(cfg.param, noise, cfg.n_layers, d, args.n, x_cov) if in_dist else None,
+            trained_on=m.noise,
+            paper=paper_value(cfg.param, noise, cfg.n_layers, d, n, x_cov) if in_dist else None,
         )
     tuning = None
     if names:
-        if not is_cached(noise, d, args.n, gd_steps, x_cov):
+        if not is_cached(noise, d, n, gd_steps, x_cov):
             print(
-                f"interp eval: tuning baselines for {noise}{inputs_suffix(x_cov)} (d={d}, n={args.n}; not in the "
+                f"interp eval: tuning baselines for {noise}{inputs_suffix(x_cov)} (d={d}, n={n}; not in the "
                 "shipped cache, about half a minute)",
                 file=sys.stderr,
             )
-        base = make_baselines(noise, d, args.n, gd_steps=gd_steps, names=names, x_cov=x_cov)
-        rec = tuned(noise, d, args.n, gd_steps, x_cov)
+        base = make_baselines(noise, d, n, gd_steps=gd_steps, names=names, x_cov=x_cov)
+        rec = tuned(noise, d, n, gd_steps, x_cov)
         tuning = {k: _strip_grid(v) for k, v in rec.items()}
         for nm, fn in base.items():
             preds[nm] = fn
-            meta[nm] = dict(
-                kind="baseline", paper=paper_value(nm, noise, None, d, args.n, x_cov), params=_params(nm, rec)
-            )
+            meta[nm] = dict(kind="baseline", paper=paper_value(nm, noise, None, d, n, x_cov), params=_params(nm, rec))
 
     sigmas = args.sigmas or sigma_grid(noise)
     rows: list[dict] = []
-    common = dict(noise=noise, d=d, n=args.n, seed=args.seed)
-    on_prior = EvalSet(noise, d=d, n=args.n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk, x_cov=x_cov)
+    common = dict(noise=noise, d=d, n=n, seed=args.seed)
+    on_prior = EvalSet(noise, d=d, n=n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk, x_cov=x_cov)
     per_sigma = on_prior.replace(n_seq=args.profile_seq)
     if args.view == "table":
         for nm, est in evaluate(preds, on_prior).items():
@@ -291,7 +320,7 @@ def cmd_eval(args) -> int:
         )
         _write(args.json, json.dumps(payload, indent=1, default=_json_default) + "\n")
     if "-" not in (args.csv, args.json):
-        print(_terminal(args.view, rows, meta, noise + inputs_suffix(x_cov), d, args, sigmas))
+        print(_terminal(args.view, rows, meta, noise + inputs_suffix(x_cov), d, n, args, sigmas))
     return 0
 
 
@@ -369,8 +398,8 @@ def _write(target: str, text: str) -> None:
         raise ArgError(f"{target}: cannot write ({err.strerror})") from None
 
 
-def _terminal(view: str, rows: list[dict], meta: dict, noise: str, d: int, args, sigmas: list[float]) -> str:
-    head = f"adjusted evaluation loss on {noise} (d={d}, n={args.n}, seed={args.seed})"
+def _terminal(view: str, rows: list[dict], meta: dict, noise: str, d: int, n: int, args, sigmas: list[float]) -> str:
+    head = f"adjusted evaluation loss on {noise} (d={d}, n={n}, seed={args.seed})"
     if view == "table":
         out = []
         for r in rows:

@@ -17,7 +17,7 @@ def add(sub) -> None:
         description=(
             "Reads, through the model's hooks, the implicit linear model of every layer (Theorem 4.1), compares it "
             "with OLS / ridge / GD, fits the layers to the paper's algebraic forms and writes one JSON file "
-            "(schema: README, 'Probe JSON schema'); prints a short per-layer table per model. A run trained on "
+            "(schema: docs/probe_schema.md); prints a short per-layer table per model. A run trained on "
             "x ~ N(0, Λ) (interp train --x-cov) is probed on inputs from N(0, Λ)."
         ),
     )
@@ -60,7 +60,7 @@ def cmd_probe(args) -> int:
     from interp.evalset import EvalSet
     from interp.probes import probe_model
     from interp.probes.summary import SCHEMA_VERSION
-    from interp.run import load_with_meta, resolve_checkpoint
+    from interp.run import resolve_model
 
     if not 0 <= args.ablation_seq <= MAX_SEQ:
         raise ArgError(f"--ablation-seq must be in [0, {MAX_SEQ}], got {args.ablation_seq}")
@@ -69,14 +69,13 @@ def cmd_probe(args) -> int:
     torch.set_num_threads(args.threads)
     models = []
     for path in args.checkpoints:
-        file = resolve_checkpoint(path)
-        model, meta = load_with_meta(file)
-        noise = args.noise or meta.get("noise")
+        m = resolve_model(path)  # the model, its step and what it was trained on (its run's config, if any)
+        model = m.model
+        noise = args.noise or m.noise
         if noise is None:
             raise ArgError(f"--noise: required ({path} does not record its training prior)")
-        cfg = _run_config(path)
-        n = args.n or (cfg.n if cfg else 20)
-        x_cov = cfg.x_cov if cfg else None  # a run trained on x ~ N(0, Λ) is probed on such inputs
+        n = args.n or m.n or 20
+        x_cov = m.x_cov  # a run trained on x ~ N(0, Λ) is probed on such inputs
         if args.chunk * (n + 1) * model.cfg.d_model > MAX_BATCH_ELEMENTS:
             raise ArgError(
                 f"--chunk: {args.chunk} sequences of {n + 1} x {model.cfg.d_model} tokens exceed "
@@ -89,14 +88,14 @@ def cmd_probe(args) -> int:
         models.append(
             {
                 "path": str(path),
-                "checkpoint": str(file),
-                "step": meta.get("step"),
-                "trained_noise": meta.get("noise"),
+                "checkpoint": str(m.checkpoint),
+                "step": m.step,
+                "trained_noise": m.noise,
                 **({} if x_cov is None else {"x_cov": data.describe()["x_cov"]}),
                 **rec.to_json(),
             }
         )
-        print_table(str(path), meta.get("step"), rec, x_cov)
+        print_table(str(path), m.step, rec, x_cov)
     argv = getattr(args, "argv", None) or sys.argv[1:]
     doc = {"format": "interp-probe", "format_version": SCHEMA_VERSION, "command": ["interp", *argv], "models": models}
     from interp.files import atomic_write_text
@@ -104,15 +103,6 @@ def cmd_probe(args) -> int:
     atomic_write_text(out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     print(f"wrote {out}")
     return 0
-
-
-def _run_config(path: str):
-    """The TrainConfig of the run a run directory or checkpoint belongs to (its n and x_cov; None for a loose
-    checkpoint)."""
-    from interp.run import Run
-
-    run = Run.of(path)
-    return None if run is None else run.config()
 
 
 def _f(x, fmt: str = ".3g") -> str:

@@ -19,7 +19,7 @@ def add(sub) -> None:
         description=(
             "Train a FULL, DIAG or GD++ linear transformer on noisy in-context linear regression; writes the config, "
             "a metrics log, a geometric trajectory of checkpoints and a resume state to --out "
-            "(README, 'Run directory'). "
+            "(docs/training.md, 'Run directories'). "
             "One process writes a run at a time; --resume continues it, and any option given with --resume must "
             "match the run."
         ),

@@ -33,6 +33,7 @@ from torch import Tensor
 
 from interp.evalset import EvalSet
 from interp.evaluate import ScoredSet, adjusted_losses
+from interp.files import CheckpointError
 from interp.model import LinearTransformer
 from interp.probes.forms import (
     BLOCKS,
@@ -47,7 +48,7 @@ from interp.probes.forms import (
 from interp.probes.implicit import as_float64, layer_update, probe_cache
 from interp.probes.summary import TOP_SV
 from interp.records import Record
-from interp.run import Run
+from interp.run import Run, resolve_model
 
 EVAL_SEED = 20_240_914  # sequences of the adjusted loss (the same for every checkpoint)
 FIT_SEED = 20_240_915  # sequences whose statistics the DIAG / equivariant fits use
@@ -381,8 +382,9 @@ def drift_trajectory(trajectory, data: DriftData, per_layer_gap: bool = True, pr
 def run_drift(run_dir: str | Path, noise=None, per_layer_gap: bool = True, **data_kwargs) -> dict:
     """drift_trajectory over every checkpoint of a run directory, on the run's own prior, context length and input
     covariance."""
-    run = Run(run_dir)
-    cfg = run.config()
-    traj = run.trajectory()
-    data = DriftData.default(noise or cfg.noise, d=traj[0][1].cfg.d, n=cfg.n, x_cov=cfg.x_cov, **data_kwargs)
+    if not Run.is_run(run_dir):
+        raise CheckpointError(f"{run_dir}: not a run directory (it has no {Run.CONFIG_FILE})")
+    m = resolve_model(run_dir)  # the run's prior, d, n and input covariance (its config)
+    traj = m.run.trajectory()
+    data = DriftData.default(noise or m.noise, d=m.d, n=m.n, x_cov=m.x_cov, **data_kwargs)
     return {"run_dir": str(run_dir)} | drift_trajectory(traj, data, per_layer_gap)

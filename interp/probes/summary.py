@@ -1,4 +1,4 @@
-"""All probes of one model over many fresh sequences, in chunks, as a JSON-ready dict (README: Probe JSON schema).
+"""All probes of one model over many fresh sequences, in chunks, as a JSON-ready dict (docs/probe_schema.md).
 
 Per-sequence probes run on every chunk; the few quantities shared by all sequences (the tuned GD
 steps, the constant ridge λ's, the FULL-form fits) are fitted once on `fit_seq` other sequences of the
@@ -140,7 +140,7 @@ class ConstRidge(Record):
 
 @dataclass
 class ProbeResult(Record):
-    """Every probe of one model (README: Probe JSON schema); `to_json()` is the CLI's per-model record."""
+    """Every probe of one model (docs/probe_schema.md); `to_json()` is the CLI's per-model record."""
 
     n_seq: int
     noise: str

@@ -29,7 +29,7 @@ from interp.files import CheckpointError, atomic_write_text, read_regular_file
 from interp.limits import MAX_TEXT_BYTES
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
-from interp.run import Run, load_with_meta, resolve_checkpoint
+from interp.run import Run, load_with_meta, resolve_model
 from interp.tasks import as_prior
 
 REPORT_VERSION = 2  # 2: probe sequences drawn by interp.evalset (the same for any chunk size)
@@ -124,46 +124,35 @@ def zoo_runs(zoo: Path) -> list[Path]:
     return sorted(runs, key=key)
 
 
-def _run_dir_of(path: Path) -> Path | None:
-    if path.is_dir():
-        return path
-    run = Run.of(path)
-    return None if run is None else run.path
-
-
 def make_entry(path: str | Path, noise: str | None = None) -> Entry:
     """Resolve a run directory (its last checkpoint) or a checkpoint file; CheckpointError if unusable."""
     path = Path(path)
-    ckpt = resolve_checkpoint(path)
-    model, meta = load_with_meta(ckpt)
-    run = _run_dir_of(path) if path.is_dir() else _run_dir_of(ckpt)
-    cfg_run, x_cov = {}, None
-    if run is not None and Run.is_run(run):
-        cfg = Run(run).config()
-        cfg_run, x_cov = cfg.to_dict(), cfg.x_cov
-    noise = noise or meta.get("noise") or cfg_run.get("noise")
+    m = resolve_model(path)
+    # a directory without a config that holds checkpoints/ still keeps its cache and metrics beside them
+    run = m.run.path if m.run is not None else path if path.is_dir() else None
+    noise = noise or m.noise
     if noise is None:
         raise CheckpointError(f"{path}: records no training noise prior; pass --noise")
     label = (
         run.name
         if run is not None and path.is_dir()
-        else (f"{run.name}@{meta.get('step')}" if run is not None else ckpt.stem)
+        else (f"{run.name}@{m.step}" if run is not None else m.checkpoint.stem)
     )
-    c = model.cfg
+    c = m.model.cfg
     return Entry(
         str(path),
         label,
-        ckpt,
+        m.checkpoint,
         run,
-        meta.get("step"),
-        cfg_run.get("steps"),
+        m.step,
+        None if m.config is None else m.config.steps,
         c.param,
         c.n_layers,
         c.n_heads,
-        c.d,
-        int(cfg_run.get("n", 20)),
+        m.d,
+        20 if m.n is None else m.n,
         as_prior(noise).spec,
-        x_cov,
+        m.x_cov,
     )
 
 

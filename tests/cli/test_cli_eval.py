@@ -12,6 +12,7 @@ import torch
 from interp import tuning
 from interp.checkpoints import save_checkpoint
 from interp.cli import main
+from interp.config import TrainConfig
 from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
 from interp.model import LinearTransformer
@@ -160,3 +161,47 @@ def test_runs_on_different_input_covariances_are_refused(lam_run, tmp_path, caps
         f"{lam_run} is trained on x ~ N(0, a full 3×3 matrix)" in err
         and f"{tmp_path / 'eye'} is trained on x ~ N(0, I)" in err
     )
+
+
+def _run_dir(path, n: int, noise: str = "uniform:1", eta: float = 0.03):
+    """A run directory (written by hand, no training) of a one-layer GD-η model, d = 3, trained by its config with
+    context length n on `noise`."""
+    model = LinearTransformer.from_omegas(torch.tensor([[0.0, 0.0, -eta, 0.0]]), d=3)
+    run = Run(path)
+    run.path.mkdir()
+    run.write_config(TrainConfig(model=model.cfg, noise=noise, n=n, steps=10))
+    run.save_checkpoint(model, 10, noise=noise, seed=0)
+    return run.path, model
+
+
+def test_a_run_is_evaluated_on_its_own_n_unless_n_is_given(tmp_path, capsys):
+    path, model = _run_dir(tmp_path / "n40", n=40)
+    on = lambda n: adjusted_loss(model, EvalSet("uniform:1", d=3, n=n, n_seq=500, seed=0)).mean  # noqa: E731
+    rc, out, err = run(["eval", path, "--n-seq", "500", "--no-baselines", "--json", tmp_path / "r.json"], capsys)
+    assert rc == 0, err
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert (data["noise"], data["d"], data["n"]) == ("uniform:1", 3, 40) and "(d=3, n=40, seed=0)" in out
+    assert data["rows"][0]["mean"] == pytest.approx(on(40), rel=1e-12) and on(40) != pytest.approx(on(20), rel=1e-3)
+    rc, out, err = run(["eval", path, "--n", "20", "--n-seq", "500", "--no-baselines", "--csv"], capsys)
+    assert rc == 0, err
+    [row] = csv.DictReader(io.StringIO(out))
+    assert row["n"] == "20" and float(row["mean"]) == pytest.approx(on(20), rel=1e-12)
+
+
+def test_models_trained_on_different_n_or_priors_need_the_flag(tmp_path, capsys):
+    a, _ = _run_dir(tmp_path / "a", n=40)
+    b, _ = _run_dir(tmp_path / "b", n=20)
+    c, _ = _run_dir(tmp_path / "c", n=40, noise="categorical:1,3")
+    for argv, needles in (
+        ([a, b], [f"{a} is trained on n=40", f"{b} is trained on n=20", "--n"]),
+        ([a, c], [f"{a} is trained on uniform:1", f"{c} is trained on categorical:1,3", "--noise"]),
+    ):
+        rc, _, err = run(["eval", *argv, "--no-baselines", "--n-seq", "200"], capsys)
+        assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
+        assert all(needle in err for needle in needles), err
+    rc, out, err = run(["eval", a, b, "--n", "30", "--no-baselines", "--n-seq", "200", "--json"], capsys)
+    assert rc == 0 and json.loads(out)["n"] == 30, err
+    loose = tmp_path / "loose.safetensors"  # records its prior, not its n: evaluated beside the run, at its n
+    loose.write_bytes(Run(a).last_checkpoint().read_bytes())
+    rc, out, err = run(["eval", a, loose, "--no-baselines", "--n-seq", "200", "--json"], capsys)
+    assert rc == 0 and json.loads(out)["n"] == 40, err
