@@ -16,6 +16,7 @@ from typing import Iterator
 import torch
 
 from interp.config import Matrix, covariance
+from interp.limits import MAX_BATCH_ELEMENTS
 from interp.tasks import NoisePrior, TaskBatch, as_prior, sample_tasks
 
 BLOCK = 10_000
@@ -58,8 +59,9 @@ class EvalSet:
         """Float64 task batches of at most `chunk` sequences; the same sequences for any `chunk`."""
         gen = torch.Generator().manual_seed(self.seed)
         sigma = None if self.sigma is None else torch.tensor(self.sigma, dtype=torch.float64)
-        for start in range(0, self.n_seq, BLOCK):
-            size = min(BLOCK, self.n_seq - start)
+        step = self.block
+        for start in range(0, self.n_seq, step):
+            size = min(step, self.n_seq - start)
             block = sample_tasks(
                 size, self.d, self.n, self.noise, gen, x_cov=self.x_cov, sigma=sigma, dtype=torch.float64
             )
@@ -67,9 +69,15 @@ class EvalSet:
                 sl = slice(i, i + self.chunk)
                 yield TaskBatch(block.tokens[sl], block.target[sl], block.sigma[sl], block.w[sl])
 
+    @property
+    def block(self) -> int:
+        """Sequences drawn at a time: BLOCK, or fewer where BLOCK sequences' tokens would exceed
+        interp.limits.MAX_BATCH_ELEMENTS (very long contexts); the sequences depend on it, never on `chunk`."""
+        return max(1, min(BLOCK, MAX_BATCH_ELEMENTS // ((self.n + 1) * (self.d + 1))))
+
     def draw(self) -> TaskBatch:
         """All `n_seq` sequences as one batch."""
-        parts = list(self.replace(chunk=BLOCK).batches())
+        parts = list(self.replace(chunk=self.block).batches())
         if len(parts) == 1:
             return parts[0]
         return TaskBatch(*(torch.cat([getattr(b, f) for b in parts]) for f in ("tokens", "target", "sigma", "w")))

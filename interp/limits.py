@@ -6,6 +6,9 @@ MAX_PARAMS = 2**28  # weights of one model (1 GiB in float32)
 MAX_BATCH_ELEMENTS = 2**28  # batch * (n + 1) * (d + 1): the token tensor of one training step
 MAX_STEPS, MAX_N = 10**9, 2**20
 MAX_SEED = 2**62
+# A noise std above this is no regression task (the paper's priors stop at 7): it only overflows float32 and builds
+# unbounded σ grids (σ_max + 1 in steps of 0.5).
+MAX_SIGMA = 1e3
 # A full d×d input covariance is stored in config.json and in the resume header, each read capped at 1 MiB.
 MAX_COV_D = 128
 MAX_FILE_BYTES = 1 << 34  # 16 GiB: MAX_PARAMS float64 weights with Adam state fit well below

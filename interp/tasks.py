@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from interp.limits import MAX_BATCH_ELEMENTS
+from interp.limits import MAX_BATCH_ELEMENTS, MAX_SIGMA
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,8 @@ class NoisePrior:
             raise ValueError(f"{spec!r}: values must be finite")
         if any(v < 0 for v in values):
             raise ValueError(f"{spec!r}: noise std must be >= 0")
+        if any(v > MAX_SIGMA for v in values):
+            raise ValueError(f"{spec!r}: noise std must be at most {MAX_SIGMA:g}")
         if probs:
             if len(probs) != len(values):
                 raise ValueError(f"{spec!r}: {len(values)} values but {len(probs)} probabilities")

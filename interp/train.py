@@ -15,7 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from interp import checkpoints as ck
-from interp import moments, presets
+from interp import kernel, moments, presets
 from interp.config import TrainConfig, check_device
 from interp.files import CheckpointError, atomic_write_text
 from interp.model import LinearTransformer
@@ -225,8 +225,51 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, progress:
     if not resume:
         cfg = presets.resolve(cfg)  # bad configs fail before anything is created
         check_device(cfg.device)
+        check_memory(cfg)
     with run.lock():
         return _train(cfg, run, resume, progress)
+
+
+def recursion_bytes(cfg: TrainConfig) -> int:
+    """Bytes a torch-backend training step holds: about 6L + 8 matrices [B, d + 2, d + 2] (Ŝ^l, N^l, their gradients
+    and autograd's copies; interp.moments.MomentRecursion), plus the batch's tokens. Calibrated on FULL-32, d = 63,
+    batch 512: 1.73 GB estimated, 1.63 GB peak resident measured (the process's torch included)."""
+    itemsize = 8 if cfg.model.dtype == "float64" else 4
+    W = cfg.model.d + 2
+    layers = 6 * cfg.model.n_layers + 8
+    return itemsize * cfg.batch * (layers * W * W + (cfg.n + 1) * (cfg.model.d + 1))
+
+
+def _available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes, or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f.read(1 << 16).decode(errors="replace").splitlines():
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(cfg: TrainConfig) -> None:
+    """ValueError naming the flags when a CPU step of `cfg` would not fit in this machine's available memory, before
+    anything is allocated or written (the kernel's fused pass needs far less, but the torch backend, which any run
+    may fall back to, needs this much)."""
+    if cfg.device != "cpu" or kernel_takes(cfg):
+        return
+    need, have = recursion_bytes(cfg), _available_memory()
+    if have is not None and need > 0.8 * have:
+        raise ValueError(
+            f"--batch {cfg.batch} x --layers {cfg.model.n_layers} x (--d {cfg.model.d} + 2)² needs about "
+            f"{need / 2**30:.1f} GiB per step, more than the {have / 2**30:.1f} GiB this machine has free; "
+            "lower --batch, --layers or --d"
+        )
+
+
+def kernel_takes(cfg: TrainConfig) -> bool:
+    """Whether the kernel's fused pass can run `cfg`'s steps (CPU, its dtype, d + 2 within the widest row)."""
+    return cfg.device == "cpu" and kernel.available() and kernel.row_length(cfg.model.d + 2) is not None
 
 
 def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainResult:

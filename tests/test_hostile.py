@@ -457,3 +457,39 @@ def test_a_lock_that_is_not_a_regular_file_is_refused_and_nothing_outside_is_tou
     assert "\n" not in str(err.value)
     assert outside.read_text() == "keep me\n"
     assert run.writer() is None
+
+
+# ---------------------------------------------------------------------------- bounded work from any input
+@pytest.mark.parametrize("spec", ["uniform:1e39", "categorical:0,1e200", "fixed:1e308", "uniform:1001"])
+def test_a_noise_std_beyond_the_limit_is_refused_before_any_grid_is_built(spec):
+    """σ's above interp.limits.MAX_SIGMA are one ValueError naming the spec (they built unbounded σ grids)."""
+    from interp.tasks import as_prior
+
+    with pytest.raises(ValueError, match="at most 1000") as err:
+        as_prior(spec)
+    assert spec in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_step_that_cannot_fit_in_memory_is_refused_before_the_run_exists(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "train", "--d", "4096", "--steps", "1", "--no-progress", "--out", tmp_path / "r")
+    _one_line(code, err, "--batch", "--d 4096")
+    assert not (tmp_path / "r").exists()
+
+
+def test_very_long_contexts_are_drawn_in_smaller_blocks():
+    """An EvalSet whose BLOCK sequences would exceed the token limit draws fewer at a time (it failed after training
+    before); the usual sizes keep BLOCK, so their sequences are unchanged."""
+    from interp.evalset import BLOCK, EvalSet
+    from interp.limits import MAX_BATCH_ELEMENTS
+
+    assert EvalSet("uniform:5").block == BLOCK
+    long = EvalSet("uniform:5", d=10, n=3000, n_seq=20)
+    assert long.block * 3001 * 11 <= MAX_BATCH_ELEMENTS < BLOCK * 3001 * 11
+    assert long.draw().tokens.shape == (20, 3001, 11)
+
+
+def test_sigma_grids_that_overflow_are_one_line(tmp_path, capsys):
+    ckpt = tmp_path / "m.safetensors"
+    ck.save_checkpoint(ckpt, interp.LinearTransformer(ModelConfig(d=2, n_layers=1, param="diag")), 0)
+    code, _, err = run_cli(capsys, "eval", ckpt, "--sigmas", "0:1e300:1e-300", "--no-baselines")
+    _one_line(code, err, "--sigmas")

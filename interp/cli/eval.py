@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from interp.cli import ArgError, check_output, existing_path, noise_spec, note_training, positive_int
 from interp.config import Matrix
-from interp.limits import MAX_BATCH_ELEMENTS, MAX_D, MAX_N
+from interp.limits import MAX_BATCH_ELEMENTS, MAX_D, MAX_N, MAX_SIGMA
 
 if TYPE_CHECKING:
     from interp.run import ResolvedModel
@@ -104,7 +104,10 @@ def _sigmas(text: str) -> list[float]:
             a, b, step = (float(v) for v in text.split(":"))
             if not (0 < step < float("inf") and a <= b < float("inf")):
                 raise ValueError
-            count = int((b - a) / step + 1e-9)
+            span = (b - a) / step  # may overflow to inf: checked before it becomes a count
+            if not span < MAX_SIGMAS:
+                raise argparse.ArgumentTypeError(f"--sigmas {text!r} makes more than {MAX_SIGMAS} values")
+            count = int(span + 1e-9)
             if count >= MAX_SIGMAS:
                 raise argparse.ArgumentTypeError(f"--sigmas {text!r} makes {count + 1} values, more than {MAX_SIGMAS}")
             values = [round(a + i * step, 10) for i in range(count + 1)]
@@ -116,8 +119,8 @@ def _sigmas(text: str) -> list[float]:
         ) from None
     if len(values) > MAX_SIGMAS:
         raise argparse.ArgumentTypeError(f"--sigmas: {len(values)} values, more than {MAX_SIGMAS}")
-    if any(not (v >= 0) or v == float("inf") for v in values):
-        raise argparse.ArgumentTypeError(f"--sigmas must be finite and >= 0, got {text!r}")
+    if any(not (0 <= v <= MAX_SIGMA) for v in values):
+        raise argparse.ArgumentTypeError(f"--sigmas must be between 0 and {MAX_SIGMA:g}, got {text!r}")
     return values
 
 
