@@ -26,13 +26,20 @@ from interp.tasks import NoisePrior, TaskBatch, as_prior
 
 def ridge_weights(batch: TaskBatch, lam: Float[Tensor, "batch"] | float) -> Float[Tensor, "batch d"]:
     """ŵ = (Σ + λ I)^{-1} α with Σ = Σ_i x_i x_iᵀ, α = Σ_i y_i x_i (Vladymyrov et al. 2024, Table 1 baselines),
-    float64."""
+    float64; where λ = 0 the minimum-norm least-squares solution Σ⁺α (Σ is singular when n < d)."""
     x, y = batch.x.double(), batch.y.double()
     sigma = x.transpose(1, 2) @ x
     alpha = (x * y[..., None]).sum(1)
     lam = torch.as_tensor(lam, dtype=torch.float64, device=x.device).expand(len(batch))
     eye = torch.eye(x.shape[-1], dtype=torch.float64, device=x.device)
-    return torch.linalg.solve(sigma + lam[:, None, None] * eye, alpha)
+    free = lam <= 0  # λ = 0 (noise-free): Σ is singular when n < d; the minimum-norm solution Σ⁺α there
+    lam_safe = torch.where(free, torch.ones_like(lam), lam)
+    w = torch.linalg.solve(sigma + lam_safe[:, None, None] * eye, alpha)
+    if bool(free.any()):
+        rows = free.nonzero().squeeze(1)
+        sub = TaskBatch(*(t[rows] for t in (batch.tokens, batch.target, batch.sigma, batch.w)))
+        w[rows] = SpectralContext.of(sub).ridge_weights(0.0)
+    return w
 
 
 def ridge_predict(batch: TaskBatch, lam: Float[Tensor, "batch"] | float) -> Float[Tensor, "batch"]:

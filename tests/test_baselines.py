@@ -133,3 +133,19 @@ def test_tuning_is_recorded_and_disjoint_from_evaluation():
     # GD-1's tuned step is the one-layer optimum η = 1/(n + d + 1 + E σ²) (von Oswald et al. 2023)
     assert rec["gd"]["1"]["eta"] == pytest.approx(1 / (31 + 25 / 3), rel=0.03)
     assert 1.0 < rec["tunedrr"]["mult"] < 2.0 and math.isfinite(float(rec["tunedrr"]["clip"]))
+
+
+def test_noise_free_and_under_determined_is_the_minimum_norm_solution():
+    """σ = 0 with n < d: Σ is singular; the oracle, OLS and the Bayes predictor give the minimum-norm solution
+    ŵ = X⁺y, checked against a direct pseudo-inverse (they raised, or gave 10⁶-sized losses, before)."""
+    from interp.baselines import Bayes, ols_predict, oracle_predict
+    from interp.tasks import sample_tasks
+
+    batch = sample_tasks(
+        200, d=10, n=5, noise="fixed:0", generator=torch.Generator().manual_seed(3), dtype=torch.float64
+    )
+    x, y = batch.x.double(), batch.y.double()
+    direct = (torch.linalg.pinv(x) @ y[..., None]).squeeze(-1)  # X⁺ y, [batch, d]
+    expect = (direct * batch.x_query.double()).sum(-1)
+    for predict in (oracle_predict, ols_predict, Bayes("fixed:0")):
+        torch.testing.assert_close(predict(batch), expect, rtol=1e-9, atol=1e-9)
