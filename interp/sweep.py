@@ -9,12 +9,16 @@ the sweep and is rewritten atomically whenever a run starts or ends.
 
 from __future__ import annotations
 
+import _thread
+import contextlib
 import itertools
 import json
 import math
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -313,9 +317,41 @@ def run_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = EVAL_SEQ
 Task = Callable[..., dict]
 
 
-def _local_child(conn, task: Task, args: tuple) -> None:
+def _local_child(conn, task: Task, args: tuple, driver: int) -> None:
+    """Run one task in a worker; a watchdog stops it (as Ctrl-C would: the run keeps its last resume state) when
+    the driver process is gone, however it died: the worker's parent is the fork server, not the driver."""
+    threading.Thread(target=_watch_driver, args=(driver,), daemon=True).start()
     conn.send(task(*args))
     conn.close()
+
+
+def _watch_driver(driver: int, every: float = 2.0) -> None:
+    while True:
+        time.sleep(every)
+        try:
+            os.kill(driver, 0)
+        except ProcessLookupError:
+            _thread.interrupt_main()  # KeyboardInterrupt in the task: training stops, the lock is released
+            return
+        except PermissionError:  # alive, another user's (cannot happen for our own parent, but never kill then)
+            pass
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt while the sweep runs (main thread only), so its cleanup stops the workers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def run_local(
@@ -332,19 +368,25 @@ def run_local(
     and resumes from the run's resume state.
     """
     import multiprocessing as mp
-    from multiprocessing.connection import wait
 
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload(["interp.sweep"])
     queue = deque(s for s in states if s.status == "queued")
     running: dict[str, tuple[Any, Any, RunState]] = {}
+    with _terminate_as_interrupt():
+        _run_local_loop(ctx, queue, running, args_of, workers, retries, view, task)
+
+
+def _run_local_loop(ctx, queue, running, args_of, workers, retries, view, task) -> None:
+    from multiprocessing.connection import wait
+
     try:
         while queue or running:
             while queue and len(running) < workers:
                 state = queue.popleft()
                 recv, send = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_local_child, args=(send, task, args_of(state)), daemon=True)
+                proc = ctx.Process(target=_local_child, args=(send, task, args_of(state), os.getpid()), daemon=True)
                 proc.start()
                 send.close()
                 running[state.spec.name] = (proc, recv, state)
@@ -371,10 +413,15 @@ def run_local(
                     result = {"status": "failed", "error": f"{why} {state.attempts} times"}
                 view.finished(state, result)
             view.tick()
-    finally:
+    finally:  # an interrupt or SIGTERM: stop the workers (SIGINT first: each keeps its run's last resume state)
+        for proc, _, _ in running.values():
+            if proc.is_alive():
+                os.kill(proc.pid, signal.SIGINT)
         for proc, conn, _ in running.values():
-            proc.kill()
-            proc.join()
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
 
 
 RAY_MISSING = '--backend ray needs Ray, an optional extra: pip install -e ".[ray]" (or pip install ray)'

@@ -332,3 +332,30 @@ def test_table_leaves_out_a_run_trained_on_another_input_covariance(tmp_path, ca
     (note,) = [line for line in err.splitlines() if "lam" in line]
     assert note == f"skipping {root / 'lam'}: trained on x ~ N(0, {lam}); Table 1 has x ~ N(0, I)"
     assert "| 1 | DIAG | " in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_sweep_driver_takes_its_workers_with_it(tmp_path, how):
+    """SIGTERM or SIGKILL of `interp sweep`: its workers stop within seconds (they left training going and the
+    runs locked before), and each run keeps its resume state."""
+    import subprocess
+    import time
+
+    root = tmp_path / "root"
+    argv = [sys.executable, "-m", "interp.cli", "sweep", "--root", str(root), "--arch", "diag", "--layers", "1"]
+    argv += ["--seeds", "0", "1", "--d", "4", "--n", "8", "--batch", "64", "--steps", "200000", "--save-every", "50"]
+    argv += ["--workers", "2", "--threads", "1", "--no-progress", "--eval-seq", "0"]
+    driver = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    runs = [Run(root / f"diag1_uniform5_s{s}") for s in (0, 1)]
+    deadline = time.monotonic() + 120
+    while not all(r.writer() and r.has_resume() for r in runs):  # both workers training, a resume state saved
+        assert time.monotonic() < deadline and driver.poll() is None, "the sweep did not start its runs"
+        time.sleep(0.2)
+    driver.send_signal(how)
+    driver.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(r.writer() for r in runs):
+        assert time.monotonic() < deadline, "a worker kept training after its driver was killed"
+        time.sleep(0.2)
+    assert all(r.has_resume() and not r.is_complete() for r in runs)
