@@ -359,3 +359,12 @@ def test_a_killed_sweep_driver_takes_its_workers_with_it(tmp_path, how):
         assert time.monotonic() < deadline, "a worker kept training after its driver was killed"
         time.sleep(0.2)
     assert all(r.has_resume() and not r.is_complete() for r in runs)
+
+
+def test_a_model_cell_at_or_below_the_paper_meets_it():
+    """Table 1's mark: a model's cell is met within 10% of the paper or below it; a baseline's only near it."""
+    from interp.table import _cell
+
+    assert _cell(0.00175, 0.002).endswith("✓") and _cell(0.0021, 0.002).endswith("✓")
+    assert _cell(0.0023, 0.002).endswith("✗")
+    assert _cell(0.001, 0.1, rel=0.05, atol=0.003, below=False).endswith("✗")
