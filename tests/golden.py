@@ -1,4 +1,5 @@
-"""Golden values of the shipped zoo: recovered ω's, fit R², implied-λ slope, adjusted loss.
+"""Golden values of the shipped zoo: recovered ω's, fit R², implied-λ slope, adjusted loss, and the 7-layer models'
+layer schedule (§5.3 labels, interp.probes.schedule).
 
     OMP_NUM_THREADS=1 python -m tests.golden --write     # regenerate tests/data/golden.json on purpose
 
@@ -16,7 +17,7 @@ import torch
 
 from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
-from interp.probes import fit_layer_maps, implicit_model
+from interp.probes import block_ablation, fit_layer_maps, implicit_model, schedule_labels
 from interp.run import Run, load
 from interp.tasks import sample_tasks
 
@@ -29,11 +30,26 @@ TOLERANCES = {  # absolute, except "rel" entries
     "diag_r2": {"abs": 1e-4},
     "equivariant_r2": {"abs": 1e-4},
     "implied_lambda_slope": {"rel": 1e-3},
+    "schedule_labels": {"exact": True},  # strings: equal or not
 }
+SCHEDULE_SEQ = 5_000  # the layer schedule's single-block ablation: 5 000 sequences, seed 0 (labels only: fast)
+SCHEDULE_DEPTH = 7  # pinned for the zoo's 7-layer models
 
 
 def zoo_runs() -> list[str]:
     return sorted(p.name for p in ZOO.iterdir() if Run.is_run(p) and Run(p).is_complete())
+
+
+def golden_schedule(name: str) -> list[str]:
+    """The layer labels of a zoo run's §5.3 schedule ("x-from-y", "y-step", "both", "neither" per layer), from the
+    single-block ablation on SCHEDULE_SEQ sequences of its prior (seed 0)."""
+    run = ZOO / name
+    cfg = Run(run).config()
+    data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=SCHEDULE_SEQ, seed=0)
+    abl = block_ablation(load(run), data)
+    inc = [[e.mean for e in row] for row in abl.increase]
+    se = [[e.stderr for e in row] for row in abl.increase]
+    return schedule_labels(inc, se, abl.base.mean, abl.blowups)
 
 
 def golden_values(name: str) -> dict:
@@ -59,6 +75,8 @@ def golden_values(name: str) -> dict:
     out["implied_lambda_slope"] = (
         ((s2 - s2.mean()) * (final[ok] - final[ok].mean())).sum() / ((s2 - s2.mean()) ** 2).sum()
     ).item()
+    if cfg.model.n_layers == SCHEDULE_DEPTH:
+        out["schedule_labels"] = golden_schedule(name)
     return out
 
 

@@ -9,13 +9,15 @@ import torch
 from interp.probes import implicit_model, lemma44
 from interp.run import Run, load
 from interp.tasks import sample_tasks
-from tests.golden import GOLDEN, ZOO, golden_values, zoo_runs
+from tests.golden import GOLDEN, ZOO, golden_schedule, golden_values, zoo_runs
 
 GOLD = json.loads(GOLDEN.read_text())
 RUNS = sorted(GOLD["runs"])
 
 
 def close(got, want, tol) -> bool:
+    if isinstance(want, str):
+        return got == want
     if isinstance(want, list):
         return len(got) == len(want) and all(close(g, w, tol) for g, w in zip(got, want))
     if "rel" in tol:
@@ -36,6 +38,22 @@ def test_zoo_values_unchanged(name):
     assert got.keys() == want.keys()
     for key in want:
         assert close(got[key], want[key], GOLD["tolerances"][key]), f"{name}: {key} moved: {got[key]} != {want[key]}"
+
+
+@pytest.mark.parametrize("name", [n for n in RUNS if "schedule_labels" in GOLD["runs"][n]])
+def test_zoo_schedule_labels_unchanged(name):
+    """§5.3's layer schedule of the 7-layer zoo models: which layers are x-from-y, y-step, both or neither
+    (interp.probes.schedule on 5 000 sequences; the fast part of test_zoo_values_unchanged)."""
+    got, want = golden_schedule(name), GOLD["runs"][name]["schedule_labels"]
+    assert got == want, f"{name}: the layer schedule moved: {got} != {want}"
+
+
+def test_golden_pins_the_7_layer_schedules():
+    assert (
+        {n for n in RUNS if "schedule_labels" in GOLD["runs"][n]}
+        == {n for n in RUNS if Run(ZOO / n).config().model.n_layers == 7}
+        != set()
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in RUNS if not n.startswith("full")])

@@ -17,8 +17,9 @@ def add(sub) -> None:
         description=(
             "Reads, through the model's hooks, the implicit linear model of every layer (Theorem 4.1), compares it "
             "with OLS / ridge / GD, fits the layers to the paper's algebraic forms and writes one JSON file "
-            "(schema: docs/probe_schema.md); prints a short per-layer table per model. A run trained on "
-            "x ~ N(0, Λ) (interp train --x-cov) is probed on inputs from N(0, Λ)."
+            "(schema: docs/probe_schema.md); prints a short per-layer table per model and its layer schedule (§5.3: "
+            "each layer's update split into x<-x, x<-y, y<-x, y<-y blocks, sized, and ablated one at a time). A run "
+            "trained on x ~ N(0, Λ) (interp train --x-cov) is probed on inputs from N(0, Λ)."
         ),
     )
     p.add_argument(
@@ -47,7 +48,7 @@ def add(sub) -> None:
         "--ablation-seq",
         type=int,
         default=20_000,
-        help="sequences for the DIAG ablation's adjusted loss, 0 to skip (default 20 000)",
+        help="sequences for the DIAG ablation's and the layer schedule's adjusted loss, 0 to skip (default 20 000)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the probe sequences (default 0)")
     p.add_argument("--threads", type=positive_int("--threads", 1024), default=1, help="torch CPU threads (default 1)")
@@ -169,3 +170,49 @@ def print_table(path: str, step, rec, x_cov=None) -> None:
             f"adjusted loss {abl.base:.4f}; all layers DIAG-projected: {abl.all:.4f} "
             f"(Δ {abl.delta_all:+.2e}); ConstRR λ {_f(ridge.lambda_constrr)}"
         )
+    if rec.schedule is not None:
+        print_schedule(rec.schedule)
+
+
+ARROWS = {"x<-x": "x←x", "x<-y": "x←y", "y<-x": "y←x", "y<-y": "y←y"}
+
+
+def _inc(mean, blowups: int, hurt: bool) -> str:
+    text = "blow-up" if mean is None or not math.isfinite(mean) else format(mean, "+.2e")
+    return text + (f" ({blowups})" if blowups else "") + ("*" if hurt else "")
+
+
+def print_schedule(s) -> None:
+    """The layer schedule (interp.probes.Schedule): one row per layer l = 1..L."""
+    from interp.probes.schedule import hurts
+
+    names = [ARROWS.get(b, b) for b in s.blocks]
+    head = ["l", *(f"|{n}|" for n in names)]
+    if s.labels is not None:
+        head += [f"Δ {n}" for n in names] + ["label"]
+    rows = []
+    for l, rel in enumerate(s.relative):
+        row = [str(l + 1), *(_f(v, ".3f") for v in rel)]
+        if s.labels is not None:
+            inc, se, bl = s.increase[l], s.increase_stderr[l], s.blowups[l]
+            row += [_inc(m, b, hurts(m, e, s.base, b, s.rel_threshold, s.z)) for m, e, b in zip(inc, se, bl)] + [
+                s.labels[l]
+            ]
+        rows.append(row)
+    print(
+        f"layer schedule (§5.3): |block| = median over {s.n_seq} sequences of ‖block's update‖ / ‖the part it writes‖"
+        " (context tokens, before the layer)"
+    )
+    if s.labels is not None:
+        left = f" (less {s.excluded} on which the model itself blows up)" if s.excluded else ""
+        print(
+            f"Δ = adjusted-loss increase with that block of that layer zeroed, {s.ablation_seq} sequences{left}, base "
+            f"{s.base:.4g} ± {s.base_stderr:.2g}; * hurts (> {s.rel_threshold:.0%} of base and > {s.z:g} s.e., or a "
+            "blow-up: (n) sequences above 100·d)"
+        )
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
+    for r in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    if s.labels is not None:
+        print(f"schedule: {s.pattern}   (x: x-from-y, y: y-step, xy: both, -: neither)")

@@ -1,6 +1,7 @@
 """Probes of trained linear transformers (Vladymyrov et al. 2024, §4): the implicit per-layer model of Theorem 4.1,
 its comparison with known solvers, the paper's algebraic forms (DIAG ω's, Lemma 4.4, FULL fits),
-the weight-space DIAG projection, the functional DIAG ablation, and GD++ versus ConstRR."""
+the weight-space DIAG projection, the functional DIAG ablation, GD++ versus ConstRR, and §5.3's layer schedule
+(each layer's update split into its x<-x, x<-y, y<-x, y<-y blocks, sized and ablated one at a time)."""
 
 from interp.probes.drift import (
     DriftData,
@@ -42,10 +43,20 @@ from interp.probes.implicit import (
     probe_cache,
     tune_gd_steps,
 )
+from interp.probes.schedule import (
+    BlockAblation,
+    Schedule,
+    block_ablation,
+    block_sizes,
+    block_zeroed,
+    layer_schedule,
+    schedule_labels,
+)
 from interp.probes.summary import ProbeResult, probe_model
 
 __all__ = [
     "Ablation",
+    "BlockAblation",
     "DiagProjection",
     "DriftData",
     "DriftRecord",
@@ -54,8 +65,12 @@ __all__ = [
     "ImplicitModel",
     "Lemma44",
     "ProbeResult",
+    "Schedule",
     "WeightMetrics",
     "as_float64",
+    "block_ablation",
+    "block_sizes",
+    "block_zeroed",
     "compare_solvers",
     "const_ridge_fit",
     "diag_ablation",
@@ -70,6 +85,7 @@ __all__ = [
     "implicit_model",
     "layer_omegas",
     "layer_operator",
+    "layer_schedule",
     "lemma44",
     "momentum",
     "probe_cache",
@@ -78,6 +94,7 @@ __all__ = [
     "rescaling_factor",
     "run_drift",
     "scalar_identity_deviation",
+    "schedule_labels",
     "tune_gd_steps",
     "weight_metrics",
     "with_diag_layers",

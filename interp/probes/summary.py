@@ -30,6 +30,7 @@ from interp.probes.forms import (
     rescaling_factor,
 )
 from interp.probes.implicit import as_float64, compare_solvers, gd_iterates, implicit_model, rel_error, tune_gd_steps
+from interp.probes.schedule import Schedule, block_ablation, block_sizes
 from interp.records import Record
 
 SCHEMA_VERSION = 1
@@ -162,6 +163,7 @@ class ProbeResult(Record):
     projection: ProjectionSummary
     const_ridge: ConstRidge
     ablation: Ablation | None = None
+    schedule: Schedule | None = None  # §5.3's layer schedule (interp.probes.schedule)
 
 
 def sigma_groups(sigma: Tensor, n_bins: int) -> tuple[Tensor, list[Tensor]]:
@@ -200,10 +202,17 @@ def spearman(a: Tensor, b: Tensor) -> Tensor:
 
 
 def probe_model(
-    model: LinearTransformer, data: EvalSet, fit_seq: int = 4_096, ablation_seq: int = 20_000, sigma_bins: int = 8
+    model: LinearTransformer,
+    data: EvalSet,
+    fit_seq: int = 4_096,
+    ablation_seq: int = 20_000,
+    sigma_bins: int = 8,
+    schedule_seq: int | None = None,
 ) -> ProbeResult:
     """Every probe on the sequences of `data` (in chunks of data.chunk); the shared fits and tunings on `fit_seq`
-    other sequences (seed + TUNE_OFFSET), the DIAG ablation on `ablation_seq` more (seed + 1; 0 skips it)."""
+    other sequences (seed + TUNE_OFFSET), the DIAG ablation on `ablation_seq` more (seed + 1; 0 skips it). The layer
+    schedule's block sizes use the probe sequences, its single-block ablation `schedule_seq` sequences of seed + 1
+    (default: `ablation_seq`, the DIAG ablation's very sequences; 0 skips it)."""
     if data.d != model.cfg.d:
         raise ValueError(f"the evaluation set has d = {data.d} but the model d = {model.cfg.d}")
     model = as_float64(model)
@@ -217,6 +226,7 @@ def probe_model(
         "lemma44_recursion_error": torch.zeros(L),
     }
     cols: dict[str, list[Tensor]] = {}
+    sizes: list[Tensor] = []  # block_sizes per chunk, [L, chunk, 4]
     tune = data.replace(n_seq=fit_seq, seed=data.seed + TUNE_OFFSET, sigma=None).draw()
     imp_t = implicit_model(model, tune.tokens)
     ctx_t = imp_t.context()
@@ -238,6 +248,7 @@ def probe_model(
             ("lemma44_recursion_error", lm.recursion_error),
         ):
             worst[key] = torch.maximum(worst[key], val)
+        sizes.append(block_sizes(model, batch.tokens))
         lam, lam_err = ctx.implied_lambda(imp.w)
         per_seq = {
             **compare_solvers(imp.w, ctx, batch.sigma, shared["gd_eta_tuned"]),
@@ -320,4 +331,11 @@ def probe_model(
         result.ablation = diag_ablation(
             model, data.replace(n_seq=ablation_seq, seed=data.seed + 1, sigma=None), omega=proj.omega
         )
+    schedule_seq = ablation_seq if schedule_seq is None else schedule_seq
+    blocks = (
+        block_ablation(model, data.replace(n_seq=schedule_seq, seed=data.seed + 1, sigma=None))
+        if schedule_seq > 0
+        else None
+    )
+    result.schedule = Schedule.of(torch.cat(sizes, dim=1), blocks)
     return ProbeResult.from_json(result.to_json())  # tensors to lists, non-finite floats to None: as written

@@ -32,7 +32,7 @@ from interp.records import Record, jsonable
 from interp.run import Run, load_with_meta, resolve_model
 from interp.tasks import as_prior
 
-REPORT_VERSION = 2  # 2: probe sequences drawn by interp.evalset (the same for any chunk size)
+REPORT_VERSION = 3  # 2: probe sequences drawn by interp.evalset (the same for any chunk size); 3: layer schedule
 CACHE_FILE = "report_cache.json"
 CACHE_KEEP = 96  # records kept per cache file (the oldest drop out)
 BASELINES = ("constrr", "adarr", "tunedrr", "bayes")  # the paper's ridge baselines and the Bayes floor
@@ -47,6 +47,7 @@ class Settings:
     probe_seq: int = 4_000  # sequences of the implicit-model probes
     fit_seq: int = 2_048  # disjoint sequences for the form fits and GD-step / constant-λ tuning
     ablation_seq: int = 5_000  # FULL models: adjusted loss with layers replaced by their DIAG projection
+    schedule_seq: int = 5_000  # every model: the layer schedule's single-block ablation (interp.probes.schedule)
     sigma_step: float = 0.5
     seed: int = 0
     drift_points: int = 10  # checkpoints per FULL run on the drift curves
@@ -62,6 +63,7 @@ class Settings:
             probe_seq=300,
             fit_seq=256,
             ablation_seq=300,
+            schedule_seq=300,
             sigma_step=1.0,
             drift_points=4,
             drift_seq=300,
@@ -245,7 +247,7 @@ def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Mo
     grid = per_layer_profile(model, sigmas, on_prior.replace(n_seq=s.profile_seq))
     ablation = s.ablation_seq if entry.arch == "full" else 0
     probes = on_prior.replace(n_seq=s.probe_seq, chunk=1_000)
-    probe = probe_model(model, probes, fit_seq=s.fit_seq, ablation_seq=ablation)
+    probe = probe_model(model, probes, fit_seq=s.fit_seq, ablation_seq=ablation, schedule_seq=s.schedule_seq)
     record = ModelRecord(
         loss=curve[-1],
         per_layer=curve,

@@ -6,7 +6,8 @@ returns a Note instead, shows that note. Captions sit beside the code that draws
 
 The paper's views (Vladymyrov et al. 2024, Figures 1–7): loss vs layers, per-σ profiles,
 P^l / Q^l heatmaps, prediction after K layers. interp's own: ω per layer, implicit w^l against solvers,
-momentum ‖u^l‖, implied ridge λ, rescaling and effective step, FULL-to-DIAG fits, training and drift curves.
+momentum ‖u^l‖, implied ridge λ, rescaling and effective step, the §5.3 layer schedule, FULL-to-DIAG fits, training
+and drift curves.
 """
 
 from __future__ import annotations
@@ -829,6 +830,113 @@ def rescaling_and_step(data: ReportData) -> go.Figure:
     return _by_depth(fig, data)
 
 
+SCHEDULE_CODE = {"neither": 0, "x-from-y": 1, "y-step": 2, "both": 3}
+SCHEDULE_TEXT = {"neither": "–", "x-from-y": "x←y", "y-step": "y←x", "both": "both"}
+SCHEDULE_COLORS = ["#ECECEC", "#E08A1E", "#2F6DB5", "#7B4FA0"]  # neither, x-from-y, y-step, both
+ARROWS = {"x<-x": "x←x", "x<-y": "x←y", "y<-x": "y←x", "y<-y": "y←y"}
+
+
+def _scheduled(data: ReportData) -> list[Entry]:
+    """The models whose probe record has a layer schedule (records cached before it existed have none)."""
+    return [e for e in data.entries if (p := data.records[e.label].probe) is not None and p.schedule is not None]
+
+
+def _schedule_hover(e: Entry, s, l: int) -> str:
+    sizes = ", ".join(f"{ARROWS.get(b, b)} {_fmt(v, '.3f')}" for b, v in zip(s.blocks, s.relative[l]))
+    out = f"{e.label}, layer {l + 1}: {s.labels[l] if s.labels else 'no ablation'}<br>relative size: {sizes}"
+    if s.increase is not None:
+        inc = ", ".join(
+            f"{ARROWS.get(b, b)} {'blow-up' if m is None else format(m, '+.3g')}" + (f" ({n} blow-ups)" if n else "")
+            for b, m, n in zip(s.blocks, s.increase[l], s.blowups[l])
+        )
+        out += f"<br>Δ adjusted loss when zeroed: {inc}<br>(model {s.base:.4g}, {s.ablation_seq} sequences)"
+    return out
+
+
+@view(
+    "schedule",
+    "Layer schedule (§5.3): x-from-y and y-step layers",
+    height=lambda data: max(380, 140 + 22 * len(_scheduled(data))),
+    caption=(
+        "§5.3's two-step update: a layer that moves the x's by the labels (x←y), then a gradient step on the labels "
+        "(y←x). Left, one row per model: each layer's label from zeroing one block of its update at a time "
+        "(interp.probes.schedule): x←y (orange) when zeroing its x←y block raises the adjusted loss by more than 5 % "
+        "of the model's and 2 standard errors (or blows it up), y←x (blue) the same for its y←x block, both "
+        "(purple), – neither; hover shows all four blocks' sizes and loss increases. Right: the relative size of "
+        "each layer's x←y update (solid; ‖x←y update‖ / ‖x‖ over the context tokens, median over sequences) and y←x "
+        "update (dotted; / ‖y‖). Look for runs of x←y layers followed by a y←x layer, and for FULL doing its x←y "
+        "updates in layers whose DIAG projection has ω_xy ≈ 0. " + BY_DEPTH_TEXT
+    ),
+)
+def schedule(data: ReportData) -> "go.Figure | Note":
+    entries = _scheduled(data)
+    if not entries:
+        return Note("No layer schedule in these records (computed by interp.probes.schedule).")
+    Lmax = max(e.n_layers for e in entries)
+    fig = _subplots(
+        2,
+        titles=["label per layer (single-block ablation)", "relative size: x←y (solid), y←x (dotted)"],
+        horizontal_spacing=0.16,
+        column_widths=[0.45, 0.55],
+    )
+    z, text, hover = [], [], []
+    for e in entries:
+        s = data.records[e.label].probe.schedule
+        L = len(s.relative)
+        labels = s.labels or [None] * L
+        z.append([SCHEDULE_CODE.get(labels[l]) if l < L else None for l in range(Lmax)])
+        text.append([(SCHEDULE_TEXT.get(labels[l], "?") if l < L else "") for l in range(Lmax)])
+        hover.append([_schedule_hover(e, s, l) if l < L else "" for l in range(Lmax)])
+    n = len(SCHEDULE_COLORS)  # one flat colour per label code 0..3 on z in [-0.5, 3.5]
+    scale = [[t, c] for k, c in enumerate(SCHEDULE_COLORS) for t in (k / n, (k + 1) / n)]
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            x=list(range(1, Lmax + 1)),
+            y=[e.label for e in entries],
+            text=text,
+            texttemplate="%{text}",
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
+            hoverongaps=False,
+            zmin=-0.5,
+            zmax=3.5,
+            colorscale=scale,
+            showscale=False,
+            xgap=2,
+            ygap=2,
+        ),
+        row=1,
+        col=1,
+    )
+    for e in entries:
+        s, colour = data.records[e.label].probe.schedule, _color(e, data)
+        layers = list(range(1, len(s.relative) + 1))
+        for k, dash in ((1, "solid"), (2, "dot")):
+            vals = [row[k] for row in s.relative]
+            fig.add_trace(
+                go.Scatter(
+                    x=layers,
+                    y=[_pos(v) for v in vals],
+                    mode="lines+markers",
+                    name=_name(e, data),
+                    legendgroup=e.label,
+                    showlegend=k == 1,
+                    line=dict(color=colour, width=2, dash=dash),
+                    marker=dict(size=6),
+                    customdata=[[v, lab] for v, lab in zip(vals, s.labels or [""] * len(vals))],
+                    hovertemplate=f"{e.label}<br>layer %{{x}} (%{{customdata[1]}})<br>{ARROWS[s.blocks[k]]} "
+                    "relative size %{customdata[0]:.4g}<extra></extra>",
+                ),
+                row=1,
+                col=2,
+            )
+    fig.update_xaxes(title_text="layer l", dtick=1, row=1, col=1)
+    fig.update_yaxes(title_text="model", autorange="reversed", tickfont=dict(size=10), row=1, col=1)
+    _axes(fig, "layer l", "relative size (log)", 1, 2, ylog=True, dtick=1)
+    return _by_depth(fig, data)
+
+
 @view(
     "full-fits",
     "FULL-to-DIAG fit and the remainder's spectrum",
@@ -1069,6 +1177,7 @@ def interp_panels(data: ReportData) -> list[Panel]:
         momentum(data),
         implied_lambda(data),
         rescaling_and_step(data),
+        schedule(data),
         full_fits(data),
     ]
 

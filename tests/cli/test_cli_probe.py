@@ -54,6 +54,7 @@ def test_probe_writes_schema_and_table(ckpt, tmp_path, capsys):
         "projection",
         "const_ridge",
         "ablation",
+        "schedule",
     ):
         assert key in rec, key
     assert max(rec["implicit"]["lstsq_vs_recursion"]) < 1e-8 and max(rec["lemma44"]["recursion_error"]) < 1e-10
@@ -63,6 +64,12 @@ def test_probe_writes_schema_and_table(ckpt, tmp_path, capsys):
     assert abs(rec["ablation"]["delta_all"]) < 1e-10
     assert len(rec["implied_lambda"]["median_by_sigma"][1]) == 8
     assert "DIAG R²" in stdout and "wrote" in stdout and len(stdout.splitlines()) >= 5
+    sched = rec["schedule"]
+    assert sched["blocks"] == ["x<-x", "x<-y", "y<-x", "y<-y"] and len(sched["relative"]) == 2
+    assert sched["ablation_seq"] == 500 and sched["n_seq"] == 600 and len(sched["labels"]) == 2
+    assert sched["labels"][1] == "y-step" and sched["increase"][1][:2] == [0.0, 0.0]  # the last x's are never read
+    assert abs(sched["base"] - rec["ablation"]["base"]) < 1e-12  # the same sequences as the DIAG ablation
+    assert "layer schedule (§5.3)" in stdout and "schedule: " in stdout and "label" in stdout
 
 
 def test_probe_noise_override_and_two_checkpoints(ckpt, tmp_path, capsys):
@@ -72,6 +79,7 @@ def test_probe_noise_override_and_two_checkpoints(ckpt, tmp_path, capsys):
     )
     doc = json.loads(out.read_text())
     assert code == 0 and len(doc["models"]) == 2 and "ablation" not in doc["models"][0]
+    assert "labels" not in doc["models"][0]["schedule"] and len(doc["models"][0]["schedule"]["relative"]) == 2
     assert doc["models"][0]["noise"] == "categorical:1,3" and doc["models"][0]["implied_lambda"]["sigma"] == [1.0, 3.0]
 
 

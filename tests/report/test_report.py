@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -23,6 +24,7 @@ PANELS = [
     "momentum",
     "implied-lambda",
     "rescaling-step",
+    "schedule",
     "full-fits",
     "training",
     "drift",
@@ -133,6 +135,33 @@ def test_heatmaps_share_one_symmetric_scale_per_model(report):
     assert fig.layout.updatemenus[0].buttons[0].label == "full2"  # the deepest FULL model first (the paper's Figure 4)
 
 
+def test_schedule_view_shows_every_models_labels_and_sizes(report):
+    """One heatmap row per model (its layer labels as cell text, all four block sizes in the hover), one x←y and one
+    y←x size line per model; a record without a schedule (cached before it existed) is left out, none gives a note."""
+    from interp.report import figures
+    from interp.report.figures import SCHEDULE_CODE, SCHEDULE_TEXT
+
+    _, data, _ = report
+    fig = figures.schedule(data).figure
+    heat = fig.data[0]
+    assert list(heat.y) == [e.label for e in data.entries] and list(heat.x) == [1, 2]
+    for label, z_row, text_row, hover_row in zip(heat.y, heat.z, heat.text, heat.customdata):
+        s = data.records[label].probe.schedule
+        assert s.labels is not None and len(s.labels) == len(s.relative)
+        assert [z for z in z_row if z is not None] == [SCHEDULE_CODE[v] for v in s.labels]
+        assert [t for t in text_row if t] == [SCHEDULE_TEXT[v] for v in s.labels]
+        assert all("x←y" in h and "y←x" in h and "Δ adjusted loss" in h for h in hover_row if h)
+    lines = [t for t in fig.data[1:] if t.legendgroup in data.records]
+    assert len(lines) == 2 * len(data.entries)
+    full2 = data.records["full2"]
+    bare = dataclasses.replace(full2, probe=dataclasses.replace(full2.probe, schedule=None))
+    stripped = dataclasses.replace(data, records={**data.records, "full2": bare})
+    assert "full2" not in list(figures.schedule(stripped).figure.data[0].y)
+    only = [e for e in data.entries if e.label == "full2"]
+    panel = figures.schedule(dataclasses.replace(data, entries=only, records={"full2": bare}))
+    assert panel.figure is None and "No layer schedule" in panel.note
+
+
 def test_records_are_cached_next_to_the_checkpoint(report, tmp_path):
     from interp.report.data import CACHE_FILE, Settings, gather
 
@@ -215,12 +244,20 @@ def test_several_runs_at_one_depth(report):
 
 
 def test_per_run_views_open_at_the_deepest_depth(report):
-    """ω, solvers, momentum, implied λ, rescaling, training: buttons per depth, the deepest (full2) shown first."""
+    """ω, solvers, momentum, implied λ, rescaling, schedule, training: buttons per depth, the deepest (full2) shown
+    first."""
     from interp.report import figures
 
     _, data, _ = report
     groups = {"L = 1": {"gdpp1", "diag1", "diag1_cat13"}, "L = 2": {"full2"}, "all depths": set(data.records)}
-    views = (figures.omegas, figures.solvers, figures.momentum, figures.implied_lambda, figures.rescaling_and_step)
+    views = (
+        figures.omegas,
+        figures.solvers,
+        figures.momentum,
+        figures.implied_lambda,
+        figures.rescaling_and_step,
+        figures.schedule,
+    )
     for view in (*views, figures.training_curves):
         fig = view(data).figure
         (menu,) = fig.layout.updatemenus
