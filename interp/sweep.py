@@ -332,7 +332,8 @@ def _watch_driver(driver: int, every: float = 2.0) -> None:
             os.kill(driver, 0)
         except ProcessLookupError:
             _thread.interrupt_main()  # KeyboardInterrupt in the task: training stops, the lock is released
-            return
+            time.sleep(5 * every)  # if the main thread did not get there (blocked, or the interrupt was caught):
+            os._exit(1)  # the run keeps its last resume state (written atomically); the lock dies with the process
         except PermissionError:  # alive, another user's (cannot happen for our own parent, but never kill then)
             pass
 
