@@ -133,77 +133,47 @@ def generic_activation_patch(
 
 
 # --------------------------------------------------------------------------- TransformerLens's functions
-def get_act_patch_resid_pre(model, corrupted_tokens, clean_cache, patching_metric) -> Float[Tensor, "layer pos *m"]:
-    """Patch the residual stream entering each layer, one token at a time: [n_layers, n + 1]."""
-    return generic_activation_patch(
-        model, corrupted_tokens, clean_cache, patching_metric, layer_pos_patch_setter, "resid_pre", ("layer", "pos")
-    )
+def _act_patch(name: str, setter: Callable, hook: str, index: tuple[str, ...], what: str) -> Callable:
+    """TransformerLens's `name`: generic_activation_patch of the `hook` activations, indexed by `index`."""
+
+    def patch(model, corrupted_tokens, clean_cache, patching_metric) -> Tensor:
+        return generic_activation_patch(model, corrupted_tokens, clean_cache, patching_metric, setter, hook, index)
+
+    patch.__name__ = patch.__qualname__ = name
+    patch.__doc__ = f"Patch {what}: [{', '.join(INDEX_SIZES[i] for i in index)}]."
+    return patch
 
 
-def get_act_patch_resid_post(model, corrupted_tokens, clean_cache, patching_metric) -> Float[Tensor, "layer pos *m"]:
-    """Patch the residual stream leaving each layer, one token at a time: [n_layers, n + 1]."""
-    return generic_activation_patch(
-        model, corrupted_tokens, clean_cache, patching_metric, layer_pos_patch_setter, "resid_post", ("layer", "pos")
-    )
-
-
-def get_act_patch_attn_out(model, corrupted_tokens, clean_cache, patching_metric) -> Float[Tensor, "layer pos *m"]:
-    """Patch each layer's update Σ_k P_k S Q_k e_i, one token at a time: [n_layers, n + 1]."""
-    return generic_activation_patch(
-        model, corrupted_tokens, clean_cache, patching_metric, layer_pos_patch_setter, "attn_out", ("layer", "pos")
-    )
-
-
-def get_act_patch_attn_head_out_all_pos(
-    model, corrupted_tokens, clean_cache, patching_metric
-) -> Float[Tensor, "layer head *m"]:
-    """Patch each head's update P_k S Q_k e_i (hook_result) at every token: [n_layers, n_heads]."""
-    return generic_activation_patch(
-        model,
-        corrupted_tokens,
-        clean_cache,
-        patching_metric,
-        layer_head_vector_patch_setter,
-        "result",
-        ("layer", "head"),
-    )
-
-
-def get_act_patch_attn_head_out_by_pos(
-    model, corrupted_tokens, clean_cache, patching_metric
-) -> Float[Tensor, "layer pos head *m"]:
-    """Patch each head's update (hook_result) one token at a time: [n_layers, n + 1, n_heads]."""
-    return generic_activation_patch(
-        model,
-        corrupted_tokens,
-        clean_cache,
-        patching_metric,
-        layer_pos_head_vector_patch_setter,
-        "result",
-        ("layer", "pos", "head"),
-    )
-
-
-def get_act_patch_attn_head_pattern_all_pos(
-    model, corrupted_tokens, clean_cache, patching_metric
-) -> Float[Tensor, "layer head *m"]:
-    """Patch each head's whole pattern e_jᵀ Q_k e_i (hook_pattern): [n_layers, n_heads]."""
-    return generic_activation_patch(
-        model,
-        corrupted_tokens,
-        clean_cache,
-        patching_metric,
-        layer_head_pattern_patch_setter,
-        "pattern",
-        ("layer", "head"),
-    )
-
-
-def get_act_patch_stats(model, corrupted_tokens, clean_cache, patching_metric) -> Float[Tensor, "layer *m"]:
-    """Patch the context statistics S^l = Σ_{j≤n} e_j e_jᵀ each layer reads (hook_stats): [n_layers]."""
-    return generic_activation_patch(
-        model, corrupted_tokens, clean_cache, patching_metric, layer_patch_setter, "stats", ("layer",)
-    )
+INDEX_SIZES = {"layer": "n_layers", "pos": "n + 1", "head": "n_heads"}
+# name, patch setter, hook, index, what is patched
+get_act_patch_resid_pre = _act_patch(
+    "get_act_patch_resid_pre", layer_pos_patch_setter, "resid_pre", ("layer", "pos"),
+    "the residual stream entering each layer, one token at a time",
+)  # fmt: skip
+get_act_patch_resid_post = _act_patch(
+    "get_act_patch_resid_post", layer_pos_patch_setter, "resid_post", ("layer", "pos"),
+    "the residual stream leaving each layer, one token at a time",
+)  # fmt: skip
+get_act_patch_attn_out = _act_patch(
+    "get_act_patch_attn_out", layer_pos_patch_setter, "attn_out", ("layer", "pos"),
+    "each layer's update Σ_k P_k S Q_k e_i, one token at a time",
+)  # fmt: skip
+get_act_patch_attn_head_out_all_pos = _act_patch(
+    "get_act_patch_attn_head_out_all_pos", layer_head_vector_patch_setter, "result", ("layer", "head"),
+    "each head's update P_k S Q_k e_i (hook_result) at every token",
+)  # fmt: skip
+get_act_patch_attn_head_out_by_pos = _act_patch(
+    "get_act_patch_attn_head_out_by_pos", layer_pos_head_vector_patch_setter, "result", ("layer", "pos", "head"),
+    "each head's update (hook_result) one token at a time",
+)  # fmt: skip
+get_act_patch_attn_head_pattern_all_pos = _act_patch(
+    "get_act_patch_attn_head_pattern_all_pos", layer_head_pattern_patch_setter, "pattern", ("layer", "head"),
+    "each head's whole pattern e_jᵀ Q_k e_i (hook_pattern)",
+)  # fmt: skip
+get_act_patch_stats = _act_patch(
+    "get_act_patch_stats", layer_patch_setter, "stats", ("layer",),
+    "the context statistics S^l = Σ_{j≤n} e_j e_jᵀ each layer reads (hook_stats)",
+)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the standard experiment
