@@ -42,11 +42,12 @@ def trainer_step(model, build: str | None, batch: int, d: int, n: int, gen):
             y = moments.predict(model, data.tokens, backend="torch")
             loss = 0.5 * ((y - data.target) ** 2).mean()
         else:
+            kind, W1, W2 = moments.layer_maps(model)
             with kernel.use(build):
-                loss = moments.FusedHalfSE.apply(
-                    *moments.layer_maps(model)[1:], draw.x, draw.x_query, draw.w, draw.sigma, draw.xi,
-                    None, moments.layer_maps(model)[0], None,
-                )[0].mean()  # fmt: skip
+                c, _ = moments.FusedHalfSE.apply(
+                    W1, W2, draw.x, draw.x_query, draw.w, draw.sigma, draw.xi, None, kind, None
+                )
+                loss = c.mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

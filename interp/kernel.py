@@ -45,8 +45,10 @@ def cpu_capability() -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
+@cache
 def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo on Linux; else what platform knows)."""
+    """The CPU's model name (/proc/cpuinfo on Linux; else what platform knows), read once: kernel_choice() asks on
+    every training step."""
     try:
         with open("/proc/cpuinfo", "rb") as f:
             for line in f.read(1 << 16).decode(errors="replace").splitlines():
