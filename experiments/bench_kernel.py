@@ -29,6 +29,18 @@ from interp.tasks import draw_tasks
 from interp.train import adam
 
 ARCHS = {"full": "FULL", "diag": "DIAG", "gdpp": "GD++"}
+# Environment variables that cap torch's (ATen's), MKL's and oneDNN's ISA below the CPU's: an AVX-512 CPU run with
+# ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 runs AVX2 code only.
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+
+
+def cpu_flags_isa() -> str:
+    """The widest x86 vector ISA in /proc/cpuinfo's flags (what the silicon has, whatever torch is told)."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split())
+    except (OSError, IndexError):
+        return "unknown ISA"
+    return next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2")) if flag in flags), "no AVX2")
 
 
 def trainer_step(model, build: str | None, batch: int, d: int, n: int, gen):
@@ -134,10 +146,13 @@ def main() -> None:
         base = k.split(", ")[0] + ", torch backend"
         return f"{med[base] / med[k]:.2f}x" if base in med else ""
 
-    cmd = f"OMP_NUM_THREADS={args.threads} python experiments/bench_kernel.py --threads {args.threads}"
+    caps = {k: os.environ[k] for k in ISA_CAPS if k in os.environ}  # an ISA capped below the CPU's own
+    cmd = " ".join(f"{k}={v}" for k, v in caps.items())
+    cmd += f" OMP_NUM_THREADS={args.threads} python experiments/bench_kernel.py --threads {args.threads}"
     cmd += f" --steps {args.steps}" + (" --no-compile" if args.no_compile else "")
     lines = [
-        f"### {time.strftime('%Y-%m-%d')}: {info['cpu']}, torch CPU capability {info['cpu_capability']}",
+        f"### {time.strftime('%Y-%m-%d')}: {info['cpu']}, torch CPU capability {info['cpu_capability']}"
+        + (f" (capped: the CPU has {cpu_flags_isa()})" if caps else ""),
         "",
         f"Command: `{cmd}`",
         "",
