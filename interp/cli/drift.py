@@ -145,7 +145,7 @@ def print_table(doc: dict) -> None:
                     _f(w.x_block_dev_P[l], ".3f"),
                     _f(w.x_block_dev_Q[l], ".3f"),
                     _f(w.remainder_sv_rel[l][0], ".3f"),
-                    _f(w.remainder_effective_rank[l], ".1f"),
+                    "zero" if w.remainder_effective_rank[l] == 0 else _f(w.remainder_effective_rank[l], ".1f"),
                     f"{top} {_f(shares[top], '.2f')}",
                     "-" if f.gap_per_layer is None else _f(f.gap_per_layer[l], "+.2e"),
                 ]

@@ -74,8 +74,11 @@ def offdiag_part(M: Float[Tensor, "... D D"]) -> Float[Tensor, "... D D"]:
     return M - near
 
 
-def effective_rank(sv: Float[Tensor, "... k"]) -> Float[Tensor, "..."]:
-    """exp of the entropy of sv² / Σ sv² (1 for rank one, k for a flat spectrum; 0 if all vanish)."""
+def effective_rank(sv: Float[Tensor, "... k"], floor: Tensor | float = 0.0) -> Float[Tensor, "..."]:
+    """exp of the entropy of sv² / Σ sv² (1 for rank one, k for a flat spectrum; 0 if all vanish). Singular values
+    at or below `floor` ([...] or a number) count as zero: rounding noise has a flat spectrum, not a rank."""
+    floor = torch.as_tensor(floor, dtype=sv.dtype)
+    sv = torch.where(sv > floor[..., None] if floor.ndim else sv > floor, sv, torch.zeros_like(sv))
     p = sv**2 / (sv**2).sum(-1, keepdim=True).clamp_min(1e-300)
     ent = -(p * p.clamp_min(1e-300).log()).sum(-1)
     return torch.where((sv**2).sum(-1) > 0, ent.exp(), torch.zeros_like(ent))
@@ -188,7 +191,8 @@ def weight_metrics(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> 
         share_outside_read=torch.where(read_K2 > 0, read_rem2 / read_K2.clamp_min(1e-300), torch.zeros_like(rem2)),
         remainder_sv=proj.remainder_sv,
         remainder_sv_rel=proj.remainder_sv / proj.norm[:, None].clamp_min(1e-300),
-        remainder_effective_rank=effective_rank(proj.remainder_sv),
+        # a DIAG layer's remainder is zero up to rounding (~eps·‖K‖): rank 0, not the flat spectrum of the noise
+        remainder_effective_rank=effective_rank(proj.remainder_sv, 100 * torch.finfo(P.dtype).eps * proj.norm),
         remainder_top1_share=proj.remainder_sv[:, 0] ** 2 / (proj.remainder_sv**2).sum(-1).clamp_min(1e-300),
         remainder_block_share=block_energy,
         remainder_block_sv=proj.block_sv,

@@ -13,6 +13,7 @@ from interp.probes.drift import (
     DriftRecord,
     drift_record,
     drift_trajectory,
+    effective_rank,
     functional_metrics,
     offdiag_part,
     scalar_identity_deviation,
@@ -94,6 +95,16 @@ def test_functional_metrics_invariant_on_rotated_sequences():
         assert getattr(a, key) == pytest.approx(getattr(b, key), rel=1e-8, abs=1e-12), key
 
 
+def test_effective_rank_closed_forms_and_floor():
+    sv = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0], [1e-20, 1e-20, 1e-20], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(effective_rank(sv), torch.tensor([1.0, 3.0, 3.0, 0.0], dtype=torch.float64))
+    floored = effective_rank(sv, torch.tensor([1e-10, 1e-10, 1e-10, 1e-10], dtype=torch.float64))
+    torch.testing.assert_close(floored, torch.tensor([1.0, 3.0, 0.0, 0.0], dtype=torch.float64))
+    two = torch.tensor([3.0, 4.0], dtype=torch.float64)  # p = (9, 16)/25: exp of its entropy
+    p = torch.tensor([9 / 25, 16 / 25], dtype=torch.float64)
+    torch.testing.assert_close(effective_rank(two), (-(p * p.log()).sum()).exp())
+
+
 def test_scalar_identity_deviation_and_offdiag_part():
     B = torch.diag(torch.tensor([2.0, 2.0, 2.0], dtype=torch.float64))
     assert scalar_identity_deviation(B).item() == 0.0
@@ -142,6 +153,7 @@ def test_diag_model_has_zero_remainder_and_zero_gap(param):
     w = weight_metrics(model.P, model.Q)
     assert w.share_outside.max() < 1e-28 and w.share_outside_read.max() < 1e-28
     assert (w.remainder_sv <= 1e-15 * w.norm[:, None]).all()
+    assert (w.remainder_effective_rank == 0).all()  # rounding noise is no rank (interp drift prints "zero")
     assert w.x_block_dev_P.max() < 1e-14 and w.x_block_dev_Q.max() < 1e-14
     assert w.write_share.max() == 0 and w.register_cos.max() == 0
     torch.testing.assert_close(w.omega, model.omegas().stack().double(), rtol=1e-12, atol=1e-15)
