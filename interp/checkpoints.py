@@ -1,13 +1,15 @@
 """Checkpoint files: safetensors tensors with a JSON config in the header; atomic writes; never unpickles.
 
-Reads are bounded: only regular files (interp.files), a capped header, and every declared shape checked against
-the file size and against ModelConfig's limits before anything is allocated. This module knows one file at a
+Reads are bounded: only regular files of at most MAX_CHECKPOINT_BYTES (interp.files), a capped header read and
+checked before the body (its tensors must tile the body exactly), and every declared shape checked against the file
+size and against ModelConfig's limits before anything is allocated. This module knows one file at a
 time; the layout of a run directory (config, trajectory, resume state, metrics, lock) belongs to interp.run.Run
 alone, and interp.run.load takes a checkpoint file or a run directory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -18,8 +20,8 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from interp.config import ModelConfig
-from interp.files import CheckpointError, atomic_write_bytes, read_regular_file
-from interp.limits import MAX_FILE_BYTES
+from interp.files import CheckpointError, atomic_write_bytes, open_regular
+from interp.limits import MAX_CHECKPOINT_BYTES, MAX_FILE_BYTES
 from interp.model import LinearTransformer
 from interp.tasks import as_prior
 
@@ -37,20 +39,16 @@ def save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict[
     atomic_write_bytes(path, st_save(tensors, metadata=header))
 
 
-def _check_header(path: Path, data: bytes) -> dict:
-    """The safetensors JSON header, every tensor's dtype, shape and byte range checked against the file."""
-    if len(data) < 8:
-        raise CheckpointError(f"{path}: not a valid safetensors file ({len(data)} bytes, too short)")
-    size = int.from_bytes(data[:8], "little")
-    if size > MAX_HEADER_BYTES or 8 + size > len(data):
-        raise CheckpointError(f"{path}: not a valid safetensors file (header of {size} bytes in a file of {len(data)})")
+def _check_header(path: Path, head: bytes, body: int) -> dict:
+    """The safetensors JSON header `head` of a file whose tensor data is `body` bytes, every tensor's dtype, shape
+    and byte range checked: the tensors tile the body exactly, so the body holds nothing they do not declare."""
     try:
-        header = json.loads(data[8 : 8 + size])
+        header = json.loads(head)
     except (ValueError, RecursionError) as err:  # RecursionError: nested too deep
         raise CheckpointError(f"{path}: not a valid safetensors file (header is not JSON: {err})") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: not a valid safetensors file (header is not a JSON object)")
-    body = len(data) - 8 - size
+    ranges = []
     for name, info in header.items():
         if name == "__metadata__":
             if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
@@ -71,31 +69,59 @@ def _check_header(path: Path, data: bytes) -> dict:
                 f"{path}: tensor {str(name)[:60]!r} declares shape {shape} ({info['dtype']}) but "
                 f"bytes [{begin}, {end}) of a {body}-byte body (truncated or corrupt)"
             )
+        ranges.append((begin, end))
+    at = 0
+    for begin, end in sorted(ranges):
+        if begin != at:
+            break
+        at = end
+    if at != body:
+        raise CheckpointError(
+            f"{path}: not a valid safetensors file (its tensors cover {at} of its {body} data bytes: "
+            "overlapping, with gaps or with trailing bytes)"
+        )
     return header
 
 
-def read_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Read and validate a file written by save_tensors; CheckpointError names the file and the problem."""
-    path = Path(path)
-    data = read_regular_file(path, MAX_FILE_BYTES, "checkpoint file")
-    header = _check_header(path, data).get("__metadata__") or {}
+def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any], bytes]:
+    """(tensors, meta, the file's bytes): the header is read and checked first, then the body it declares, once."""
+    with open_regular(path, MAX_CHECKPOINT_BYTES, "checkpoint file") as f:
+        if f.size < 8:
+            raise CheckpointError(f"{path}: not a valid safetensors file ({f.size} bytes, too short)")
+        size = int.from_bytes(f.read_at(0, 8), "little")
+        if size > MAX_HEADER_BYTES or 8 + size > f.size:
+            raise CheckpointError(
+                f"{path}: not a valid safetensors file (header of {size} bytes in a file of {f.size})"
+            )
+        _check_header(path, f.read_at(8, size), f.size - 8 - size)  # before the body is read
+        data = f.read_all()
+    header = _check_header(path, data[8 : 8 + size], len(data) - 8 - size)  # the bytes used: checked again
+    meta_header = header.get("__metadata__") or {}
     try:
         tensors = st_load(data)
     except (SafetensorError, ValueError, TypeError, RuntimeError, OverflowError) as err:
         raise CheckpointError(f"{path}: not a valid safetensors file (truncated or corrupt: {err})") from None
-    if header.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not an interp checkpoint (header format {str(header.get('format'))[:60]!r})")
-    version = header.get("format_version")
+    if meta_header.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{path}: not an interp checkpoint (header format {str(meta_header.get('format'))[:60]!r})"
+        )
+    version = meta_header.get("format_version")
     if version != str(FORMAT_VERSION):
         raise CheckpointError(
             f"{path}: unknown checkpoint format version {version!r:.60} (this interp reads {FORMAT_VERSION})"
         )
     try:
-        meta = json.loads(header["meta"])
+        meta = json.loads(meta_header["meta"])
     except (KeyError, ValueError, RecursionError):
         raise CheckpointError(f"{path}: checkpoint header has no readable 'meta' JSON") from None
     if not isinstance(meta, dict):
         raise CheckpointError(f"{path}: checkpoint 'meta' must be a JSON object, got {meta!r:.60}")
+    return tensors, meta, data
+
+
+def read_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Read and validate a file written by save_tensors; CheckpointError names the file and the problem."""
+    tensors, meta, _ = _read(Path(path))
     return tensors, meta
 
 
@@ -157,10 +183,17 @@ def _check_meta(path: Path, meta: dict[str, Any]) -> None:
 
 def load_file(file: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:
     """(model, metadata) of one checkpoint file (a resume file's weights count as a model)."""
+    model, meta, _ = load_file_digest(file)
+    return model, meta
+
+
+def load_file_digest(file: str | Path) -> tuple[LinearTransformer, dict[str, Any], str]:
+    """(model, metadata, SHA-256 of the file) of one checkpoint file: the digest is of the bytes the model was read
+    from, taken once they have passed every check (a file that is not a valid checkpoint has none)."""
     file = Path(file)
-    tensors, meta = read_tensors(file)
+    tensors, meta, data = _read(file)
     _check_meta(file, meta)
     tensors = {k.removeprefix("model."): v for k, v in tensors.items() if not k.startswith(("opt.", "rng."))}
     model = model_from_tensors(file, tensors, meta["model_config"])
     model.eval()
-    return model, meta
+    return model, meta, hashlib.sha256(data).hexdigest()

@@ -6,10 +6,11 @@ import dataclasses
 import json
 import math
 import numbers
+import os
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
@@ -31,6 +32,84 @@ PARAMS = ("full", "diag", "gdpp")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 Matrix = tuple[tuple[float, ...], ...]
+
+OPTION = "interp.option"  # the dataclasses.field metadata key of a training option (see `option`)
+KINDS = ("count", "int", "number", "choice", "noise", "x_cov", "path", "device")
+
+
+@dataclass(frozen=True)
+class Option:
+    """A config field that is a training option: its one declaration, from which `interp train`'s and `interp sweep`'s
+    flags, the sweep's option keys and run names, and the check of a resumed run's config against the flags given
+    are all derived (`OPTIONS`).
+
+    flag: the flag (`--save-every`); its name with underscores is the option's key everywhere else (`save_every`:
+    sweeps, grid files, `config_from_options`, run names). field: the TrainConfig attribute ("model." for
+    ModelConfig's). default: the field's default. help: the flag's help text. kind: how a flag's text is read
+    (interp.cli): "count" an int >= 1 (<= maximum), "int" any int, "number" a finite float > 0 (>= 0 with `zero`),
+    "choice" one of `choices`, "noise" a prior spec, "x_cov" a covariance spec (diag:λ1,...,λd or a .json file),
+    "path" an existing file or directory, "device" a usable torch device. zero_is_none: 0 stands for None (--clip 0).
+    aliases: further spellings `interp sweep` accepts, where every option takes a list (--seeds).
+    """
+
+    flag: str
+    field: str
+    default: Any
+    help: str
+    kind: str
+    choices: tuple[str, ...] = ()
+    maximum: int | None = None
+    zero: bool = False
+    zero_is_none: bool = False
+    metavar: str | None = None
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    def to_field(self, value: Any) -> Any:
+        """The field's value for an option value: a noise spec canonicalised (uniform:5.0 -> uniform:5), an x_cov spec
+        read into its matrix, 0 as None where 0 means none."""
+        if self.kind == "noise":
+            return as_prior(value).spec
+        if self.kind == "x_cov" and isinstance(value, str):
+            return covariance_spec(value)
+        if self.zero_is_none:
+            return value or None
+        return value
+
+    def of(self, cfg: "TrainConfig") -> Any:
+        """The field's value in `cfg`."""
+        owner = cfg.model if self.field.startswith("model.") else cfg
+        return getattr(owner, self.field.removeprefix("model."))
+
+    def agrees(self, value: Any, stored: Any) -> bool:
+        """Whether an option value given again (`interp train --resume RUN --flag value`) asks for the field value
+        `stored`: the same prior, the same file (by real path), the same matrix, or the same value."""
+        if self.kind == "noise":
+            return as_prior(value) == as_prior(stored)
+        if self.kind == "path":
+            return stored is not None and os.path.realpath(value) == os.path.realpath(stored)
+        return self.to_field(value) == stored
+
+    def describe(self, stored: Any) -> str:
+        """A field value as the flag would say it."""
+        if self.kind == "x_cov":
+            return describe_covariance(stored)
+        if self.zero_is_none and stored is None:
+            return "0.0"
+        return str(stored)
+
+
+def option(default: Any, flag: str, help: str, kind: str, **how: Any) -> Any:
+    """A dataclass field with `default` that is also a training option, `flag` on the command line (`Option`; `help`
+    may say `{default}`)."""
+    if kind not in KINDS:
+        raise ValueError(f"{flag}: unknown option kind {kind!r}")
+    shown = f"{default:g}" if isinstance(default, float) else str(default)
+    meta = {"flag": flag, "help": help.format(default=shown), "kind": kind, **how}
+    return dataclasses.field(default=default, metadata={OPTION: meta})
 
 
 def _check_fields(obj: Any) -> None:
@@ -156,11 +235,17 @@ class ModelConfig:
     param: "full" (free P, Q), "diag" (p_x, p_y, q_x, q_y per head) or "gdpp" (DIAG with q_y = 0).
     """
 
-    d: int = 10
-    n_layers: int = 4
-    n_heads: int = 1
-    param: str = "full"
-    dtype: str = "float32"
+    d: int = option(10, "--d", "input dimension d (default {default})", "count", maximum=MAX_D)
+    n_layers: int = option(4, "--layers", "number of layers L (default {default})", "count", maximum=MAX_LAYERS)
+    n_heads: int = option(1, "--heads", "heads per layer (default {default}, as the paper)", "count", maximum=MAX_HEADS)
+    param: str = option("full", "--arch", "parameterization (default {default})", "choice", choices=PARAMS)
+    dtype: str = option(
+        "float32",
+        "--dtype",
+        "float type of the weights and of training (default {default})",
+        "choice",
+        choices=tuple(DTYPES),
+    )
     init_scale: float = 2e-3  # std of the initial entries, divided by n_layers (Vladymyrov et al. 2024, training setup)
 
     def __post_init__(self) -> None:
@@ -227,28 +312,87 @@ class TrainConfig:
     left at None."""
 
     model: ModelConfig = ModelConfig()
-    noise: str = "uniform:5"
-    n: int = 20  # context length
-    seed: int = 0
-    preset: str = "fast"  # "fast" (one-cycle, tuned) or "paper" (Adam 1e-4 constant, 200k steps)
-    steps: int | None = None
-    batch: int = 2048
-    lr: float | None = None
-    schedule: str | None = None  # "onecycle" or "constant"
+    noise: str = option(
+        "uniform:5",
+        "--noise",
+        "noise prior: fixed:σ, uniform:σ_max or categorical:1,3[;p1,p2] (default {default})",
+        "noise",
+    )
+    n: int = option(20, "--n", "context length n (default {default})", "count", maximum=MAX_N)
+    seed: int = option(0, "--seed", "seed of init and data (default {default})", "int", aliases=("--seeds",))
+    # "fast" (one-cycle, tuned) or "paper" (Adam 1e-4 constant, 200k steps): interp.presets
+    preset: str = option(
+        "fast",
+        "--preset",
+        "fast: one-cycle schedule tuned here; paper: Adam 1e-4, 200 000 steps (default {default})",
+        "choice",
+        choices=("fast", "paper"),
+    )
+    steps: int | None = option(None, "--steps", "training steps (default from --preset)", "count", maximum=MAX_STEPS)
+    batch: int = option(2048, "--batch", "sequences per step (default {default})", "count", maximum=MAX_BATCH_ELEMENTS)
+    lr: float | None = option(None, "--lr", "(peak) learning rate (default from --preset)", "number")
+    schedule: str | None = option(
+        None, "--schedule", "lr schedule (default from --preset)", "choice", choices=("onecycle", "constant")
+    )
     warmup: float = 0.1  # one-cycle: fraction of steps spent warming up
-    clip: float | None = 1.0  # gradient-norm clip; None for none
-    guard: str = "robust"  # "robust": blown-up sequences are dropped or log-compressed (train._loss); "none"
-    n_checkpoints: int = 30  # geometric trajectory, step 0 to the end
-    resume_every: int = 500  # steps between resume-state saves
+    clip: float | None = option(
+        1.0, "--clip", "gradient-norm clip, 0 for none (default {default})", "number", zero=True, zero_is_none=True
+    )
+    # "robust": blown-up sequences are dropped or log-compressed (train._loss); "none"
+    guard: str = option(
+        "robust",
+        "--guard",
+        "robust: a sequence whose prediction blows up is left out of its batch when its loss overflows, and "
+        "log-compressed above 100·d; none: plain ½·MSE, stop on overflow (default {default})",
+        "choice",
+        choices=("robust", "none"),
+    )
+    n_checkpoints: int = option(
+        30, "--checkpoints", "checkpoints on a geometric schedule from step 0 to the end (default {default})", "count"
+    )
+    resume_every: int = option(
+        500, "--save-every", "steps between saves of the resume state (default {default})", "count", maximum=MAX_STEPS
+    )
     log_every: int = 50
-    init: str | None = None  # checkpoint to start from (FULL runs may start from a DIAG model)
-    init_noise: float = 0.0  # std of the perturbation added to an `init` model
-    device: str = "cpu"
-    x_cov: Matrix | None = None  # x_i, x_t ~ N(0, Λ) with Λ = x_cov (Zhang, Frei & Bartlett 2024); None: I_d
+    # a checkpoint to start from (FULL runs may start from a DIAG model)
+    init: str | None = option(None, "--init", "start from this checkpoint or run directory", "path", metavar="CKPT")
+    init_noise: float = option(
+        0.0,
+        "--init-noise",
+        "std of a Gaussian perturbation added to --init weights (default {default})",
+        "number",
+        zero=True,
+    )
+    device: str = option("cpu", "--device", "torch device (default {default}; cuda on a GPU machine)", "device")
+    # x_i, x_t ~ N(0, Λ) with Λ = x_cov (Zhang, Frei & Bartlett 2024); None: I_d
+    x_cov: Matrix | None = option(
+        None,
+        "--x-cov",
+        "covariance Λ of the inputs, x ~ N(0, Λ) (Zhang, Frei & Bartlett 2024): diag:λ1,...,λd or a .json "
+        "file holding a d×d matrix (default I)",
+        "x_cov",
+        metavar="SPEC",
+    )
     # Fraction of each batch drawn at stress_scale times the size (importance-weighted, interp.tasks.stressed_tasks):
     # a deep FULL model then meets the rare large-XᵀX contexts its iteration diverges on. None: the preset's.
-    stress: float | None = None
-    stress_scale: float | None = None  # None: the preset's (1.4, or 1.25 where the preset stresses an eighth)
+    stress: float | None = option(
+        None,
+        "--stress",
+        "fraction of each batch drawn with x, x_t and the noise --stress-scale times larger, importance-"
+        "weighted so the loss is unchanged in expectation: deep FULL models meet the rare large contexts they "
+        "diverge on (default from --preset)",
+        "number",
+        zero=True,
+        metavar="FRAC",
+    )
+    # None: the preset's (1.4, or 1.25 where the preset stresses an eighth)
+    stress_scale: float | None = option(
+        None,
+        "--stress-scale",
+        "scale of the stressed sequences (default from --preset: 1.4, FULL-7 1.25)",
+        "number",
+        metavar="C",
+    )
 
     def __post_init__(self) -> None:
         _check_fields(self)
@@ -303,3 +447,41 @@ class TrainConfig:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def _options() -> dict[str, Option]:
+    """Every field declared with `option`, ModelConfig's (in TrainConfig.model) first, by key."""
+    out: dict[str, Option] = {}
+    for f in dataclasses.fields(TrainConfig):
+        owner, prefix = (ModelConfig, "model.") if f.name == "model" else (None, "")
+        for g in dataclasses.fields(owner) if owner else [f]:
+            if OPTION in g.metadata:
+                opt = Option(field=prefix + g.name, default=g.default, **g.metadata[OPTION])
+                if opt.key in out:
+                    raise RuntimeError(f"{opt.flag} is declared twice ({out[opt.key].field}, {opt.field})")
+                out[opt.key] = opt
+    return out
+
+
+# The training options by key (`interp train` flag name with underscores): "save_every" -> Option(flag="--save-every",
+# field="resume_every", ...). interp.cli builds both parsers from it, interp.sweep its option keys and run names.
+OPTIONS: dict[str, Option] = _options()
+
+
+def config_from_options(options: Mapping[str, Any]) -> TrainConfig:
+    """The TrainConfig of one run from option values by key (OPTIONS; missing ones default).
+
+    `clip` 0 means no clipping; `noise` is canonicalised (uniform:5.0 -> uniform:5); an `x_cov` spec
+    (diag:λ1,...,λd or a .json file) becomes its matrix.
+    """
+    model, train = {}, {}
+    for key, value in options.items():
+        if key not in OPTIONS:
+            raise ValueError(f"unknown run option {key!r}")
+        opt = OPTIONS[key]
+        value = opt.to_field(value)
+        if opt.field.startswith("model."):
+            model[opt.field.removeprefix("model.")] = value
+        else:
+            train[opt.field] = value
+    return TrainConfig(model=ModelConfig(**model), **train)

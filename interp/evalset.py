@@ -88,3 +88,8 @@ class EvalSet:
         if self.x_cov is not None:
             out["x_cov"] = [list(row) for row in self.x_cov]
         return out if self.sigma is None else out | {"sigma": self.sigma}
+
+    def identity(self) -> dict:
+        """Everything the sequences depend on: `describe()` and the block size they are drawn in. The evaluation cache
+        keys an entry by it (interp.evalcache), so two sets with one identity hold the same sequences."""
+        return self.describe() | {"block": self.block}

@@ -23,6 +23,15 @@ from interp.tasks import NoisePrior, TaskBatch, as_prior
 
 Predictor = Callable[[TaskBatch], Tensor]
 
+# The version of the evaluation code. Bump it when a change alters what an evaluation returns for the same model and
+# the same EvalSet: the adjusted loss (`adjusted_losses`, the oracle ridge), a baseline's predictor, or the task
+# sampler behind EvalSet.batches. Every entry of the evaluation cache (interp.evalcache) is keyed by it, so an entry
+# computed by other code is never read as this code's result.
+EVAL_VERSION = 1
+# The largest standard error, relative to the value, at which an estimate is compared with a reference (the paper's
+# Table 1): above it the noise can flip the comparison, so no ratio or mark is shown (`precise`).
+MAX_REL_STDERR = 0.1
+
 
 def as_predictor(model: "LinearTransformer | Predictor") -> Predictor:
     """A model becomes batch -> model(batch.tokens) in the model's own dtype; a predictor is returned as is."""
@@ -63,6 +72,11 @@ class LossEstimate(Record):
         return cls(diff.mean().item(), sd / len(diff) ** 0.5, len(diff), diff.median().item(), diff.max().item())
 
     @property
+    def precise(self) -> bool:
+        """Whether the estimate is precise enough to compare with a reference (`precise`)."""
+        return precise(self.mean, self.stderr)
+
+    @property
     def dominated(self) -> bool:
         """True when the single worst sequence contributes more than half of the mean."""
         return self.worst / self.n_seq > 0.5 * abs(self.mean)
@@ -75,6 +89,14 @@ class LossEstimate(Record):
             "median": self.median,
             "worst": self.worst,
         }
+
+
+def precise(mean: float, stderr: float, rel: float = MAX_REL_STDERR) -> bool:
+    """True when the standard error is at most `rel` of |mean| (a value that is exactly 0 with no error counts):
+    only then is a ratio to, or a mark against, a reference value shown."""
+    if not (math.isfinite(mean) and math.isfinite(stderr)):
+        return False
+    return stderr <= rel * abs(mean) or (mean == 0 and stderr == 0)
 
 
 def half_se(pred: Tensor, target: Tensor) -> Tensor:

@@ -1,15 +1,21 @@
 """Bounded reads and atomic writes, and the error a file that cannot be used raises.
 
-Reads open only regular files, never block on a FIFO or read a device, and are capped in size; writes go through
-a temporary file in the same directory, fsync and a rename, so a reader never sees a half-written file.
+Reads open only regular files (never a FIFO, a device, a socket, a directory or a /proc or /sys file, through a
+symlink or not), refuse a file larger than the caller's limit before reading a byte, and return exactly the bytes the
+file's size says, never more (a file that reads more or fewer is refused); every file interp reads goes through
+open_regular. Writes go through a temporary file in the same directory, fsync and a rename, so a reader never sees
+a half-written file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import BinaryIO, Iterator
 
 from interp.limits import MAX_FILE_BYTES
 
@@ -51,24 +57,116 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
-def read_regular_file(path: str | Path, limit: int = MAX_FILE_BYTES, what: str = "file") -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; never blocks on a FIFO or reads a device."""
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+@functools.cache
+def _pseudo_devices() -> frozenset[int]:
+    """The devices of /proc and /sys: their files say they are regular, report a size of 0 (or 4096) and read
+    anything from nothing to the whole address space (/proc/self/pagemap)."""
+    found = set()
+    for root in ("/proc", "/sys"):
+        try:
+            found.add(os.stat(root).st_dev)
+        except OSError:
+            pass
+    return frozenset(found)
+
+
+def _check_kind(path: Path, st: os.stat_result, what: str, limit: int) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise CheckpointError(f"{path}: is a directory, not a {what}")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+        raise CheckpointError(f"{path}: not a regular file ({kind}); refusing to read it")
+    if st.st_dev in _pseudo_devices():
+        raise CheckpointError(f"{path}: not a regular file (a /proc or /sys pseudo-file); refusing to read it")
+    if st.st_size > limit:
+        raise CheckpointError(f"{path}: {st.st_size} bytes, more than the {limit} a {what} may have")
+
+
+class RegularFile:
+    """A regular file opened by open_regular: its size as fstat reported it when opened, and reads that return
+    exactly the bytes asked for (never more than that size), or CheckpointError naming the file."""
+
+    def __init__(self, path: Path, fh: BinaryIO, size: int):
+        self.path, self._fh, self.size = path, fh, size
+
+    def read_at(self, offset: int, count: int) -> bytes:
+        """Exactly `count` bytes from `offset` (within the size)."""
+        if not 0 <= offset <= offset + count <= self.size:
+            raise CheckpointError(f"{self.path}: bytes [{offset}, {offset + count}) of a {self.size}-byte file")
+        data = self._read(offset, count)
+        if len(data) != count:
+            raise CheckpointError(f"{self.path}: truncated while being read ({len(data)} of {count} bytes)")
+        return data
+
+    def read_all(self, growing: bool = False) -> bytes:
+        """The whole file: exactly the size it had when opened. A file that reads more or fewer bytes than that
+        is refused; with `growing` (an append-only log being written), the first `size` bytes are what counts."""
+        if growing:
+            return self._read(0, self.size)
+        data = self._read(0, self.size + 1)  # one byte more: a file that reads past its reported size is no file
+        if len(data) > self.size:
+            raise CheckpointError(
+                f"{self.path}: reads more than the {self.size} bytes it reports (not a file on disk, or changed "
+                "while being read); refusing it"
+            )
+        if len(data) < self.size:
+            raise CheckpointError(f"{self.path}: truncated while being read ({len(data)} of {self.size} bytes)")
+        return data
+
+    def tail(self, count: int) -> bytes:
+        """At most the last `count` bytes (of the size it had when opened)."""
+        return self._read(max(0, self.size - count), min(count, self.size))
+
+    def _read(self, offset: int, count: int) -> bytes:
+        try:
+            self._fh.seek(offset)
+            return self._fh.read(count)
+        except OSError as err:
+            raise CheckpointError(f"{self.path}: cannot read ({err.strerror})") from None
+
+
+@contextlib.contextmanager
+def open_regular(path: str | Path, limit: int = MAX_FILE_BYTES, what: str = "file") -> Iterator[RegularFile]:
+    """A regular file of at most `limit` bytes, open for bounded reads; never opens a FIFO, device, socket or
+    /proc file, and never a file larger than `limit` (checked on its size, before a byte is read)."""
     path = Path(path)
+    limit = min(limit, MAX_FILE_BYTES)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        before = os.stat(path)  # before opening: opening a FIFO or a device can block or act
     except FileNotFoundError:
         raise CheckpointError(f"{path}: no such file") from None
     except OSError as err:
         raise CheckpointError(f"{path}: cannot read ({err.strerror})") from None
+    _check_kind(path, before, what, limit)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot read ({err.strerror})") from None
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise CheckpointError(f"{path}: is a directory, not a {what}")
-        if not stat.S_ISREG(st.st_mode):
-            raise CheckpointError(f"{path}: not a regular file (a FIFO, device or socket); refusing to read it")
-        if st.st_size > limit:
-            raise CheckpointError(f"{path}: {st.st_size} bytes, more than the {limit} a {what} may have")
-        try:
-            return fh.read(limit + 1)[:limit]
-        except OSError as err:
-            raise CheckpointError(f"{path}: cannot read ({err.strerror})") from None
+        if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            raise CheckpointError(f"{path}: replaced while being opened; refusing to read it")
+        _check_kind(path, st, what, limit)
+        yield RegularFile(path, fh, st.st_size)
+
+
+def read_regular_file(
+    path: str | Path, limit: int = MAX_FILE_BYTES, what: str = "file", growing: bool = False
+) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (open_regular, RegularFile.read_all)."""
+    with open_regular(path, limit, what) as f:
+        return f.read_all(growing)
+
+
+def read_regular_tail(path: str | Path, count: int, limit: int = MAX_FILE_BYTES, what: str = "file") -> bytes:
+    """At most the last `count` bytes of a regular file of at most `limit` bytes (a log being appended to)."""
+    with open_regular(path, limit, what) as f:
+        return f.tail(count)

@@ -11,5 +11,9 @@ MAX_SEED = 2**62
 MAX_SIGMA = 1e3
 # A full d×d input covariance is stored in config.json and in the resume header, each read capped at 1 MiB.
 MAX_COV_D = 128
-MAX_FILE_BYTES = 1 << 34  # 16 GiB: MAX_PARAMS float64 weights with Adam state fit well below
-MAX_TEXT_BYTES = 1 << 28  # config / metrics / JSON inputs
+MAX_FILE_BYTES = 1 << 34  # 16 GiB: the most any read may ask for, whatever the caller's own limit
+# A checkpoint or resume file: MAX_PARAMS float64 weights with Adam's two moments (6 GiB), plus 16 MiB for the
+# header and the data RNG state. A larger file (a sparse one reports any size) is refused before a byte is read.
+MAX_CHECKPOINT_BYTES = 3 * 8 * MAX_PARAMS + (1 << 24)
+MAX_TEXT_BYTES = 1 << 28  # metrics logs, sweep.json and caches: JSON read whole
+MAX_CONFIG_BYTES = 1 << 20  # config.json, covariance and grid files

@@ -8,7 +8,9 @@ The prediction is ŷ = −y of the query after the last layer.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -23,8 +25,9 @@ except ImportError:  # pragma: no cover - older releases
 from transformer_lens.ActivationCache import ActivationCache
 from transformer_lens.hook_points import HookPoint
 
-from interp import moments
+from interp import moments, params
 from interp.config import ModelConfig
+from interp.params import diag_matrices  # noqa: F401 - where it lived before interp.params
 
 
 @dataclass
@@ -46,49 +49,99 @@ class Omegas:
 
 
 def has_hooks(module: nn.Module) -> bool:
-    """Whether any forward, forward-pre or backward hook is registered on this one module."""
+    """Whether any forward, forward-pre or backward hook is registered on this one module (the test
+    nn.Module._call_impl makes before it skips hooks)."""
     return bool(
         module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks
     )
 
 
-# torch keeps the hooks of register_module_forward_hook and its siblings in these module-level dicts; it has no
-# public way to ask whether any is registered. If a torch release renames one, every forward takes the token path
-# (exact, hooks honoured, slower) and says so once, instead of bypassing a hook without a word.
+# Fallback where torch lacks _has_any_global_hook: the dicts register_module_*_hook write to.
 _GLOBAL_HOOK_DICTS = (
     "_global_forward_hooks",
     "_global_forward_pre_hooks",
     "_global_backward_hooks",
     "_global_backward_pre_hooks",
 )
-_MISSING_WARNED: list[bool] = [False]
+
+
+@dataclass(frozen=True)
+class HookDetection:
+    """How this process tells whether a hook is registered (`hook_detection()`)."""
+
+    ok: bool  # hooks are seen, so a forward with none takes the hook-free path; False: every forward is per-token
+    how: str  # what is read, or what a hook registered through torch's public API went unseen by
+    any_global: Callable[[], object] = field(repr=False)  # truthy while a global module hook is registered
+
+
+def _global_reader() -> tuple[Callable[[], object] | None, str]:
+    m = torch.nn.modules.module
+    reader = getattr(m, "_has_any_global_hook", None)
+    if callable(reader):
+        return reader, "torch.nn.modules.module._has_any_global_hook()"
+    dicts = [getattr(m, name, None) for name in _GLOBAL_HOOK_DICTS]
+    if all(isinstance(d, dict) for d in dicts):
+        return (lambda: any(dicts)), f"torch.nn.modules.module.{{{', '.join(_GLOBAL_HOOK_DICTS)}}}"
+    return None, f"torch {torch.__version__} has neither _has_any_global_hook nor the dicts {_GLOBAL_HOOK_DICTS}"
+
+
+def _missed_hook(reader: Callable[[], object]) -> str | None:
+    """None when has_hooks and `reader` see a hook of each kind registered through torch's public functions (the
+    global ones: forward and forward-pre only, as a global backward hook would pin torch's full/non-full choice for
+    good), and stop seeing it once removed; else which hook went unseen. No hook is ever called."""
+    probe, noop, m = nn.Identity(), (lambda *args: None), torch.nn.modules.module
+    per_module = (
+        probe.register_forward_hook,
+        probe.register_forward_pre_hook,
+        probe.register_full_backward_hook,
+        probe.register_full_backward_pre_hook,
+    )
+    try:
+        for register in per_module:
+            handle = register(noop)
+            seen = has_hooks(probe)
+            handle.remove()
+            if not seen or has_hooks(probe):
+                return f"a hook of nn.Module.{register.__name__} ({'un' if not seen else ''}seen by has_hooks)"
+        for register in (m.register_module_forward_hook, m.register_module_forward_pre_hook):
+            handle = register(noop)
+            seen = bool(reader())
+            handle.remove()
+            if not seen:
+                return f"a hook of torch.nn.modules.module.{register.__name__}"
+    except (AttributeError, TypeError) as e:  # a renamed attribute or a changed signature
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+@functools.cache
+def hook_detection() -> HookDetection:
+    """How `LinearTransformer.forward` tells a hooked model from a hook-free one, checked once per process.
+
+    torch has no public query for registered hooks, only the register_* functions that add them; so interp asks
+    what torch asks itself (has_hooks: nn.Module._call_impl's test of a module's hook dicts; global hooks:
+    torch.nn.modules.module._has_any_global_hook(), torch.compile's test), and checks here, by registering and
+    removing a no-op hook through the public functions, that both still see one. If not (a torch release moved
+    them), every forward runs token by token (exact, hooks honoured, slower) and says so once, instead of bypassing
+    a hook without a word. tests/test_transformerlens.py fails if that fallback is in use.
+    """
+    reader, how = _global_reader()
+    missed = how if reader is None else _missed_hook(reader)
+    if missed is None:
+        return HookDetection(True, f"{how}; has_hooks on every submodule", reader)
+    warnings.warn(
+        f"interp: on torch {torch.__version__} interp cannot tell whether a hook is registered ({missed}); every "
+        "forward runs token by token (exact, slower)",
+        stacklevel=3,
+    )
+    return HookDetection(False, missed, lambda: True)
 
 
 def global_hooks() -> bool:
     """Whether a hook registered with torch.nn.modules.module.register_module_*_hook applies to every module (True
     as well when this torch keeps them where interp cannot see: then no hook can be bypassed)."""
-    m = torch.nn.modules.module
-    found = [getattr(m, name, None) for name in _GLOBAL_HOOK_DICTS]
-    if any(not isinstance(d, dict) for d in found):
-        if not _MISSING_WARNED[0]:
-            _MISSING_WARNED[0] = True
-            warnings.warn(
-                f"interp: torch {torch.__version__} keeps its global module hooks where interp cannot see them; "
-                "every forward runs token by token (exact, slower)",
-                stacklevel=2,
-            )
-        return True
-    return any(found)
-
-
-def diag_matrices(
-    p_x: Tensor, p_y: Tensor, q_x: Tensor, q_y: Tensor, d: int
-) -> tuple[Float[Tensor, "*h D D"], Float[Tensor, "*h D D"]]:
-    """P_k = diag(p_x I_d, p_y), Q_k = diag(q_x I_d, q_y) for scalars of any leading shape."""
-    ones = torch.ones(d, dtype=p_x.dtype, device=p_x.device)
-    p_diag = torch.cat([p_x[..., None] * ones, p_y[..., None]], dim=-1)
-    q_diag = torch.cat([q_x[..., None] * ones, q_y[..., None]], dim=-1)
-    return torch.diag_embed(p_diag), torch.diag_embed(q_diag)
+    detection = hook_detection()
+    return not detection.ok or bool(detection.any_global())
 
 
 class LinearAttention(nn.Module):
@@ -97,33 +150,19 @@ class LinearAttention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        H, D = cfg.n_heads, cfg.d_model
-        kw = dict(dtype=cfg.torch_dtype)
-        if cfg.param == "full":
-            self.P = nn.Parameter(torch.zeros(H, D, D, **kw))
-            self.Q = nn.Parameter(torch.zeros(H, D, D, **kw))
-        else:
-            self.p_x = nn.Parameter(torch.zeros(H, **kw))
-            self.p_y = nn.Parameter(torch.zeros(H, **kw))
-            self.q_x = nn.Parameter(torch.zeros(H, **kw))
-            if cfg.param == "diag":
-                self.q_y = nn.Parameter(torch.zeros(H, **kw))
+        self.arch = params.of(cfg.param)
+        self.arch.make(self, cfg.n_heads, cfg.d_model, cfg.torch_dtype)  # FULL: P, Q [H, D, D]; DIAG: p_x, ... [H]
         self.hook_stats = HookPoint()  # S = Σ_{j≤n} e_j e_jᵀ, [batch, D, D]
         self.hook_pattern = HookPoint()  # e_jᵀ Q_k e_i, [batch, head, query pos, key pos]; only when hooked
         self.hook_result = HookPoint()  # per-head update P_k S Q_k e_i, [batch, pos, head, D]
 
     def diag_params(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """(p_x, p_y, q_x, q_y), each [H]; q_y is zero for GD++."""
-        if self.cfg.param == "full":
-            raise ValueError("a FULL layer has no (p_x, p_y, q_x, q_y); fit it with interp.probes")
-        q_y = self.q_y if self.cfg.param == "diag" else torch.zeros_like(self.q_x)
-        return self.p_x, self.p_y, self.q_x, q_y
+        return self.arch.diag_params(self)
 
     def matrices(self) -> tuple[Float[Tensor, "H D D"], Float[Tensor, "H D D"]]:
         """The materialized (P, Q) of every head."""
-        if self.cfg.param == "full":
-            return self.P, self.Q
-        return diag_matrices(*self.diag_params(), d=self.cfg.d)
+        return self.arch.matrices(self)
 
     def head_maps(self, S: Float[Tensor, "batch D D"]) -> Float[Tensor, "batch H D D"]:
         """A_k = P_k S Q_k for every head (Lemma 4.3's Σ_k P_k S Q_k before the sum over k).
@@ -144,7 +183,7 @@ class LinearAttention(nn.Module):
         S = self.hook_stats(ctx.transpose(1, 2) @ ctx)  # S = Σ_{j≤n} e_j e_jᵀ (README, Conventions)
         A = self.head_maps(S).reshape(B, -1, D)  # [B, H*D, D]
         result = (resid @ A.transpose(1, 2)).reshape(B, T, -1, D)  # A_k e_i per head
-        if has_hooks(self.hook_pattern):  # the pattern costs O(pos²): built only for a hook or a cache
+        if not hook_detection().ok or has_hooks(self.hook_pattern):  # O(pos²): built only for a hook or a cache
             result = result + self.pattern_edit(resid)
         return self.hook_result(result)
 
@@ -194,6 +233,7 @@ class LinearTransformer(HookedRootModule):
     def __init__(self, cfg: ModelConfig, init: bool = True, generator: torch.Generator | None = None):
         super().__init__()
         self.cfg = cfg
+        self.arch = params.of(cfg.param)  # what FULL, DIAG and GD++ do differently (interp.params)
         self.hook_tokens = HookPoint()
         self.hook_embed = HookPoint()  # the tokens as the residual stream's first term (decompose_resid's "embed")
         self.blocks = nn.ModuleList([LinearBlock(cfg) for _ in range(cfg.n_layers)])
@@ -341,6 +381,7 @@ class LinearTransformer(HookedRootModule):
         Only then does forward run token by token; otherwise the hook-free fast path, which calls no
         submodule, is exact. Hooks on the model itself see the same input and ŷ either way.
         """
+        # No public torch API says whether a hook is registered: torch's own tests, checked once by hook_detection()
         return global_hooks() or any(has_hooks(m) for m in self.mod_dict.values())  # every submodule, from setup()
 
     def _forward_moments(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
@@ -384,11 +425,7 @@ class LinearTransformer(HookedRootModule):
     def omegas(self) -> Omegas:
         """ω_xx, ω_xy, ω_yx, ω_yy per layer (Vladymyrov et al. 2024, DIAG; README, Conventions), for DIAG and GD++
         models."""
-        if self.cfg.param == "full":
-            raise ValueError("omegas() is defined for diag and gdpp models; fit a FULL model with interp.probes")
-        pq = torch.stack([t for b in self.blocks for t in b.attn.diag_params()]).unflatten(0, (-1, 4))  # [L, 4, H]
-        # [[ω_xx, ω_xy], [ω_yx, ω_yy]] = Σ_k (p_x, p_y)ᵀ (q_x, q_y) per layer, in one batched product
-        stacked = torch.bmm(pq[:, :2], pq[:, 2:].mT).flatten(1)
+        stacked = self.arch.omegas([b.attn for b in self.blocks])  # ValueError for FULL
         return Omegas(*stacked.unbind(-1), _stacked=stacked)
 
     # ------------------------------------------------------------------ constructors
@@ -405,7 +442,7 @@ class LinearTransformer(HookedRootModule):
         if dtype is None:
             dtype = "float64" if P.dtype == torch.float64 else "float32"
         L, H, D, _ = P.shape
-        model = cls(ModelConfig(d=D - 1, n_layers=L, n_heads=H, param="full", dtype=dtype), init=False)
+        model = cls(ModelConfig(d=D - 1, n_layers=L, n_heads=H, param=params.FULL.name, dtype=dtype), init=False)
         with torch.no_grad():
             for block, p, q in zip(model.blocks, P, Q):
                 block.attn.P.copy_(p)
@@ -423,7 +460,8 @@ class LinearTransformer(HookedRootModule):
             raise ValueError(f"omegas must be [L, 4], got {list(omegas.shape)}")
         if not torch.isfinite(omegas).all():
             raise ValueError("omegas must be finite")
-        model = cls(ModelConfig(d=d, n_layers=omegas.shape[0], n_heads=2, param="diag", dtype=dtype), init=False)
+        cfg = ModelConfig(d=d, n_layers=omegas.shape[0], n_heads=2, param=params.DIAG.name, dtype=dtype)
+        model = cls(cfg, init=False)
         with torch.no_grad():
             for block, (w_xx, w_xy, w_yx, w_yy) in zip(model.blocks, omegas):
                 a = block.attn

@@ -34,7 +34,8 @@ from jaxtyping import Float
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from interp import kernel
+from interp import kernel, params
+from interp.files import read_regular_file
 from interp.tasks import draw_tasks
 
 
@@ -83,21 +84,23 @@ def _buf(ws: dict[str, Tensor], name: str, shape: tuple[int, ...], like: Tensor)
 class MomentRecursion(torch.autograd.Function):
     """ŷ [B] from S^0 [B, D, D], the query [B, D] and the layer maps.
 
-    kind "full": W1, W2 = P, Q, each [L, H, D, D]. kind "diag": W1 = ω [L, 4] (ω_xx, ω_xy, ω_yx, ω_yy), W2 None.
+    `kind` (interp.params.MAP_KINDS; an architecture's is its `.maps`): "full": W1, W2 = P, Q, each [L, H, D, D];
+    "diag" (DIAG and GD++): W1 = ω [L, 4] (ω_xx, ω_xy, ω_yx, ω_yy), W2 None.
     `width`: the torch backend at this padded width of Ŝ, or None for the kernel backend (interp.kernel).
     `save`: keep what the backward needs (False under no_grad).
     """
 
     @staticmethod
     def forward(ctx, S0, q0, W1, W2, kind: str, width: int | None, save: bool):
+        full = params.dense_maps(kind)
         ctx.on_kernel = width is None
         if ctx.on_kernel:
-            return _kernel_forward(ctx, S0, q0, W1, W2, kind, save)
+            return _kernel_forward(ctx, S0, q0, W1, W2, full, save)
         B, D, _ = S0.shape
         d, Dp = D - 1, width
         L = W1.shape[0]
-        H = W1.shape[1] if kind == "full" else 1
-        key = (kind, S0.dtype, S0.device, B, Dp, L, H, save)
+        H = W1.shape[1] if full else 1
+        key = (full, S0.dtype, S0.device, B, Dp, L, H, save)
         ws = _checkout(key)
         n_keep = L if save else 2
         Ss = _buf(ws, "S", (n_keep, B, Dp, Dp), S0)
@@ -107,7 +110,7 @@ class MomentRecursion(torch.autograd.Function):
         S[:, :D, :D] = S0
         S[:, :D, D] = q0
         S[:, D, :D] = q0
-        if kind == "full":
+        if full:
             P = W1.new_zeros(L, H, Dp, Dp)
             Q = torch.zeros_like(P)
             P[..., :D, :D], Q[..., :D, :D] = W1, W2
@@ -118,7 +121,7 @@ class MomentRecursion(torch.autograd.Function):
         for l in range(L - 1):
             i = l if save else 0
             N = Ns[i]
-            if kind == "full":  # N̂ = I + Σ_k Q_kᵀ Ŝ P_kᵀ
+            if full:  # N̂ = I + Σ_k Q_kᵀ Ŝ P_kᵀ
                 for k in range(H):
                     torch.bmm(_expand(Q[l, k].T, B), S, out=Ys[i, k])  # Q_kᵀ Ŝ
                     Nf = N.view(B * Dp, Dp)
@@ -133,7 +136,7 @@ class MomentRecursion(torch.autograd.Function):
             torch.bmm(S, N, out=T)
             S = torch.bmm(N.mT, T, out=Ss[l + 1 if save else (l + 1) % 2])  # Ŝ ← N̂ᵀ Ŝ N̂
         # last layer: only column y of Aᵀ is read, Aᵀ[:, y] = Σ_k Q_kᵀ (Ŝ P_k[y]) or Ŝ[:, y] ⊙ Ω[y]
-        if kind == "full":
+        if full:
             v = (S.reshape(B * Dp, Dp) @ P[-1, :, d].T).view(B, Dp, H)
             a_y = sum(v[:, :, k] @ Q[-1, k] for k in range(H))
         else:
@@ -142,8 +145,8 @@ class MomentRecursion(torch.autograd.Function):
         q = S[:, :, D]
         y = -(q[:, d] + (a_y * q).sum(-1))  # ŷ = −(e_q + A e_q)_y
         if save:
-            ctx.kind, ctx.D, ctx.key, ctx.ws, ctx.v, ctx.a_y = kind, D, key, ws, v, a_y
-            ctx.save_for_backward(P, Q) if kind == "full" else ctx.save_for_backward(Om)
+            ctx.full, ctx.D, ctx.key, ctx.ws, ctx.v, ctx.a_y = full, D, key, ws, v, a_y
+            ctx.save_for_backward(P, Q) if full else ctx.save_for_backward(Om)
         else:
             _release(key, ws)
         return y
@@ -155,14 +158,14 @@ class MomentRecursion(torch.autograd.Function):
             raise RuntimeError("the moment path supports one backward per forward (no retain_graph)")
         if ctx.on_kernel:
             return _kernel_backward(ctx, gy)
-        kind, D, ws, a_y = ctx.kind, ctx.D, ctx.ws, ctx.a_y
+        full, D, ws, a_y = ctx.full, ctx.D, ctx.ws, ctx.a_y
         Ss, Ns = ws["S"], ws["N"]
         L, B, Dp, _ = Ss.shape
         d = D - 1
         need_input = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         Gs = _buf(ws, "G", (2, B, Dp, Dp), gy)
         U, dN, R = (_buf(ws, name, (B, Dp, Dp), gy) for name in ("U", "dN", "R"))
-        if kind == "full":
+        if full:
             P, Q = ctx.saved_tensors
             H, Ys = P.shape[1], ws["Y"]
             dP, dQ = torch.zeros_like(P), torch.zeros_like(Q)
@@ -177,7 +180,7 @@ class MomentRecursion(torch.autograd.Function):
         dq[:, d] -= gy
         G = Gs[(L - 1) % 2].zero_()
         pairs = [(dq, D)]
-        if kind == "full":
+        if full:
             for k in range(H):
                 w = a @ Q[-1, k].T  # Q_k a
                 dP[-1, k, d] = (w.reshape(1, -1) @ S.reshape(B * Dp, Dp)).view(-1)
@@ -197,7 +200,7 @@ class MomentRecursion(torch.autograd.Function):
             torch.bmm(S, U, out=dN)  # ∂/∂N̂ of Ŝ' = N̂ᵀ Ŝ N̂: 2 Ŝ N̂ sym(∂/∂Ŝ') = Ŝ N̂ G
             if G_next is not None:
                 torch.bmm(U, N.mT, out=G_next)  # through Ŝ directly: N̂ G N̂ᵀ
-            if kind == "full":  # Aᵀ = Σ_k Q_kᵀ Ŝ P_kᵀ
+            if full:  # Aᵀ = Σ_k Q_kᵀ Ŝ P_kᵀ
                 Sf, dNf, Xt = S.view(B * Dp, Dp), dN.view(B * Dp, Dp), U  # U is free again: reuse it
                 for k in range(H):
                     torch.bmm(_expand(P[l, k].T, B), dN.mT, out=Xt)  # P_kᵀ dA with dA = ∂/∂A
@@ -217,7 +220,7 @@ class MomentRecursion(torch.autograd.Function):
         dq0 = G[:, :D, D].clone() if ctx.needs_input_grad[1] else None
         _release(ctx.key, ws)
         ctx.ws = None
-        if kind == "full":
+        if full:
             return dS0, dq0, dP[..., :D, :D], dQ[..., :D, :D], None, None, None
         return dS0, dq0, _omega_grad(dOm, d), None, None, None, None
 
@@ -227,7 +230,7 @@ def _omega_grad(dOm: Float[Tensor, "L w w"], d: int) -> Float[Tensor, "L 4"]:
     return torch.stack([dOm[:, :d, :d].sum((1, 2)), dOm[:, :d, d].sum(1), dOm[:, d, :d].sum(1), dOm[:, d, d]], 1)
 
 
-def _kernel_maps(W1: Tensor, W2: Tensor | None, kind: str, D: int) -> tuple[int, dict[str, Tensor]]:
+def _kernel_maps(W1: Tensor, W2: Tensor | None, full: bool, D: int) -> tuple[int, dict[str, Tensor]]:
     """(row length ld, the layer maps as the kernel reads them: FULL's "P", "Q", "Pt" in rows of ld lanes; DIAG's
     "P" = ω [L, 4], which the kernel expands into Ω and Ωᵀ itself)."""
     W = D + 1
@@ -236,14 +239,13 @@ def _kernel_maps(W1: Tensor, W2: Tensor | None, kind: str, D: int) -> tuple[int,
     def pad(M: Tensor) -> Tensor:  # [..., r, c] → [..., W, ld], zeros beyond
         return F.pad(M, (0, ld - M.shape[-1], 0, W - M.shape[-2])).contiguous()
 
-    if kind == "full":
+    if full:
         return ld, {"P": pad(W1), "Q": pad(W2), "Pt": pad(W1.mT)}
     return ld, {"P": W1.contiguous()}
 
 
-def _kernel_parts(like: Tensor, kind: str, L: int, H: int, D: int, ld: int) -> list[dict[str, Tensor]]:
+def _kernel_parts(like: Tensor, full: bool, L: int, H: int, D: int, ld: int) -> list[dict[str, Tensor]]:
     """Zeroed per-thread parameter-gradient accumulators for a kernel pass over a batch like `like` [B, ...]."""
-    full = kind == "full"
     shape = (L, H, D + 1, ld) if full else (L, 4)
     return [
         {"dP": like.new_zeros(shape), "dQt": like.new_zeros(shape) if full else None}
@@ -251,41 +253,41 @@ def _kernel_parts(like: Tensor, kind: str, L: int, H: int, D: int, ld: int) -> l
     ]
 
 
-def _kernel_grads(kind: str, D: int, parts: list[dict[str, Tensor]]) -> tuple[Tensor, Tensor | None]:
+def _kernel_grads(full: bool, D: int, parts: list[dict[str, Tensor]]) -> tuple[Tensor, Tensor | None]:
     """(∂/∂W1, ∂/∂W2) in MomentRecursion's shapes from the threads' accumulators (DIAG's: ∂/∂ω already)."""
     dP = parts[0]["dP"] if len(parts) == 1 else sum(p["dP"] for p in parts)
-    if kind == "full":
+    if full:
         dQt = parts[0]["dQt"] if len(parts) == 1 else sum(p["dQt"] for p in parts)
         return dP[..., :D, :D], dQt[..., :D, :D].mT
     return dP, None
 
 
-def _kernel_forward(ctx, S0, q0, W1, W2, kind: str, save: bool) -> Tensor:
+def _kernel_forward(ctx, S0, q0, W1, W2, full: bool, save: bool) -> Tensor:
     """MomentRecursion.forward on the fused CPU kernel (interp.kernel): Ŝ of width D + 1 in rows of `ld` lanes.
 
     Only the inputs are kept for the backward, which recomputes each sequence's layers in cache.
     """
     B, D, _ = S0.shape
-    ld, t = _kernel_maps(W1, W2, kind, D)
+    ld, t = _kernel_maps(W1, W2, full, D)
     t.update(S0=S0.contiguous(), q0=q0.contiguous(), y=S0.new_empty(B))
-    kernel.call("forward", kind == "full", ld, W1.shape[0], W1.shape[1] if kind == "full" else 1, t)
+    kernel.call("forward", full, ld, W1.shape[0], W1.shape[1] if full else 1, t)
     if save:
-        ctx.kind, ctx.D, ctx.ld, ctx.L, ctx.ws = kind, D, ld, W1.shape[0], t  # ws: the inputs, kept for one backward
+        ctx.full, ctx.D, ctx.ld, ctx.L, ctx.ws = full, D, ld, W1.shape[0], t  # ws: the inputs, kept for one backward
     return t["y"]
 
 
 def _kernel_backward(ctx, gy: Tensor) -> tuple:
     """MomentRecursion.backward on the fused CPU kernel: each thread sums its sequences' parameter gradients."""
-    t, D, ld, L, kind = ctx.ws, ctx.D, ctx.ld, ctx.L, ctx.kind
-    H = t["P"].shape[1] if kind == "full" else 1
-    parts = _kernel_parts(gy, kind, L, H, D, ld)
+    t, D, ld, L, full = ctx.ws, ctx.D, ctx.ld, ctx.L, ctx.full
+    H = t["P"].shape[1] if full else 1
+    parts = _kernel_parts(gy, full, L, H, D, ld)
     need_input = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
     G0 = gy.new_empty(gy.shape[0], D + 1, ld) if need_input else None
-    kernel.call("backward", kind == "full", ld, L, H, {**t, "gy": gy.contiguous(), "G0": G0}, parts)
+    kernel.call("backward", full, ld, L, H, {**t, "gy": gy.contiguous(), "G0": G0}, parts)
     ctx.ws = None
     dS0 = 0.5 * G0[:, :D, :D] if ctx.needs_input_grad[0] else None
     dq0 = G0[:, :D, D].clone() if ctx.needs_input_grad[1] else None
-    return dS0, dq0, *_kernel_grads(kind, D, parts), None, None, None
+    return dS0, dq0, *_kernel_grads(full, D, parts), None, None, None
 
 
 class FusedHalfSE(torch.autograd.Function):
@@ -301,10 +303,11 @@ class FusedHalfSE(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, W1, W2, x, x_query, w, sigma, xi, weight, kind: str, cap: float | None):
+        full = params.dense_maps(kind)
         args = _fused_args(W1, W2, kind, x, x_query, w, sigma, xi, weight)
         t, parts = args[-2:]
-        kernel.call("fused", kind == "full", *args, cap=cap or 0.0, robust=cap is not None)
-        ctx.grads = _kernel_grads(kind, x.shape[-1] + 1, parts)
+        kernel.call("fused", full, *args, cap=cap or 0.0, robust=cap is not None)
+        ctx.grads = _kernel_grads(full, x.shape[-1] + 1, parts)
         ctx.mark_non_differentiable(t["y"])
         return t["c"], t["y"]
 
@@ -322,12 +325,13 @@ def _fused_args(W1, W2, kind: str, x, x_query, w, sigma, xi, weight) -> tuple:
     """kernel.call's (ld, L, H, t, parts) for the fused pass on a draw: the layer maps, the draw, fresh outputs "y"
     and "c" in t, zeroed gradient accumulators in parts."""
     B, _, d = x.shape
-    L, H = W1.shape[0], W1.shape[1] if kind == "full" else 1
-    ld, t = _kernel_maps(W1, W2, kind, d + 1)
+    full = params.dense_maps(kind)
+    L, H = W1.shape[0], W1.shape[1] if full else 1
+    ld, t = _kernel_maps(W1, W2, full, d + 1)
     draw = {"x": x, "xq": x_query, "w": w, "sigma": sigma, "xi": xi, "weight": weight}
     t.update({k: v.contiguous() for k, v in draw.items() if v is not None})
     t.update(y=x.new_empty(B), c=x.new_empty(B))
-    return ld, L, H, t, _kernel_parts(x, kind, L, H, d + 1, ld)
+    return ld, L, H, t, _kernel_parts(x, full, L, H, d + 1, ld)
 
 
 def half_squared_errors(
@@ -414,10 +418,10 @@ def _choice_file() -> Path:
 
 def _read_choices(path: Path) -> dict:
     try:
-        if not path.is_file() or path.stat().st_size > 1 << 20:
+        if not path.is_file():
             return {}
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_regular_file(path, 1 << 20, "kernel choice cache"))  # bounded; no FIFO, device, /proc
+    except (OSError, ValueError, RecursionError):  # CheckpointError is a ValueError
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -443,15 +447,15 @@ def _measure(L: int = 3, B: int = 512, d: int = 10, n: int = 20, rounds: int = 1
     draw = draw_tasks(B, d, n, "uniform:5", gen)
     tokens = draw.batch().tokens
     S0, q0 = tokens[:, :-1].mT @ tokens[:, :-1], tokens[:, -1]
-    width = padded_width(D + 1)
+    width, maps = padded_width(D + 1), params.FULL.maps
 
     def fused():
-        c, _ = FusedHalfSE.apply(P, Q, draw.x, draw.x_query, draw.w, draw.sigma, draw.xi, None, "full", None)
+        c, _ = FusedHalfSE.apply(P, Q, draw.x, draw.x_query, draw.w, draw.sigma, draw.xi, None, maps, None)
         c.mean().backward()
 
     def on(width_):
         def step():
-            y = MomentRecursion.apply(S0, q0, P, Q, "full", width_, True)
+            y = MomentRecursion.apply(S0, q0, P, Q, maps, width_, True)
             y.square().mean().backward()
 
         return step
@@ -531,8 +535,8 @@ def predict(
 
 
 def layer_maps(model) -> tuple[str, Tensor, Tensor | None]:
-    """MomentRecursion's (kind, W1, W2) for a LinearTransformer: ("full", P, Q) stacked [L, H, D, D], or
-    ("diag", ω [L, 4], None) for DIAG and GD++; differentiable in the model's parameters."""
-    if model.cfg.param == "full":
-        return "full", torch.stack([b.attn.P for b in model.blocks]), torch.stack([b.attn.Q for b in model.blocks])
-    return "diag", model.omegas().stack(), None
+    """MomentRecursion's (kind, W1, W2) for a LinearTransformer, from its architecture (interp.params): ("full", P,
+    Q) stacked [L, H, D, D] for FULL, or ("diag", ω [L, 4], None) for DIAG and GD++; differentiable in the model's
+    parameters."""
+    arch = model.arch
+    return arch.maps, *arch.layer_maps([b.attn for b in model.blocks])

@@ -11,7 +11,10 @@ One writer at a time: `with run.lock():` holds an exclusive flock on .lock and r
 one line naming the holder's PID. Readers never take the lock; `run.writer()` says whether a run is training.
 
 `load(path)` / `load_with_meta(path)` take a checkpoint file or a run directory (its last checkpoint);
-`resolve_model(path)` says what such a path is: which model, step, training prior, d, n and input covariance.
+`resolve_model(path)` says what such a path is: which model, step, training prior, d, n and input covariance. A
+checkpoint inside a run is always checked against the run's config (`Run.load_checkpoint`): every loader above goes
+through it, so no command reads a DIAG checkpoint as part of a FULL run. Every file is read through interp.files'
+bounded, regular-file-only reads.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import stat
@@ -33,7 +37,7 @@ import torch
 from interp import checkpoints as ck
 from interp.config import Matrix, TrainConfig
 from interp.files import CheckpointError, atomic_write_text, read_regular_file
-from interp.limits import MAX_TEXT_BYTES
+from interp.limits import MAX_CONFIG_BYTES, MAX_TEXT_BYTES
 from interp.model import LinearTransformer
 from interp.presets import resolve
 
@@ -98,8 +102,9 @@ class Run:
     # ------------------------------------------------------------------ finding runs
     @classmethod
     def is_run(cls, path: str | Path) -> bool:
-        """Whether `path` is a directory holding a run config (valid or not)."""
-        return (Path(path) / cls.CONFIG_FILE).is_file()
+        """Whether `path` is a directory holding a run config (valid or not: a FIFO or a dangling link named
+        config.json still makes a run, whose config() then says what is wrong, rather than a loose directory)."""
+        return os.path.lexists(Path(path) / cls.CONFIG_FILE)
 
     @classmethod
     def find(cls, root: str | Path, recursive: bool = False) -> list["Run"]:
@@ -141,7 +146,7 @@ class Run:
         if not path.exists():
             raise CheckpointError(f"{path}: no such file (not a run directory)")
         try:
-            data = json.loads(read_regular_file(path, 1 << 20, "run config"))
+            data = json.loads(read_regular_file(path, MAX_CONFIG_BYTES, "run config"))
         except (ValueError, RecursionError) as err:
             if isinstance(err, CheckpointError):
                 raise
@@ -194,24 +199,37 @@ class Run:
         return ckpts[-1][1]
 
     def load(self, step: int | None = None) -> tuple[LinearTransformer, dict[str, Any]]:
-        """(model, metadata) of the checkpoint at `step` (default: the last one)."""
+        """(model, metadata) of the checkpoint at `step` (default: the last one), checked against the run's config."""
         if step is None:
-            return ck.load_file(self.last_checkpoint())
+            return self.load_checkpoint(self.last_checkpoint())[:2]
         path = self.checkpoint_path(step)
         if not path.exists():
             raise CheckpointError(f"{path}: no checkpoint at step {step}")
-        return ck.load_file(path)
+        return self.load_checkpoint(path)[:2]
+
+    def load_checkpoint(
+        self, path: str | Path, cfg: TrainConfig | None = None
+    ) -> tuple[LinearTransformer, dict[str, Any], str]:
+        """(model, metadata, SHA-256) of one of this run's checkpoint files (its resume file too), whose model must be
+        the one the run's config describes: a DIAG checkpoint in a FULL run, or one of another d, depth or head count,
+        is refused naming what differs. `cfg`: the run's config when already read."""
+        model, meta, digest = ck.load_file_digest(path)
+        self.check_model(path, model, self.config() if cfg is None else cfg)
+        return model, meta, digest
+
+    def check_model(self, path: str | Path, model: LinearTransformer, cfg: TrainConfig) -> None:
+        """CheckpointError naming what differs when `model` (read from `path`) is not the model of `cfg`."""
+        saved, now = _common(model.cfg.to_dict(), cfg.model.to_dict())
+        if saved != now:
+            raise CheckpointError(f"{path} disagrees with {self.config_path}: " + _differences(saved, now, "model."))
 
     def trajectory(self) -> list[tuple[int, LinearTransformer]]:
-        """Every checkpoint as (step, model), sorted by step; all of one architecture, or CheckpointError."""
+        """Every checkpoint as (step, model), sorted by step; each the run config's model, or CheckpointError."""
         ckpts = self.checkpoints()
         if not ckpts:
             raise CheckpointError(f"{self.path}: no checkpoints found under {self.CKPT_DIR}/")
-        out = [(step, ck.load_file(p)[0]) for step, p in ckpts]
-        for (step, model), (_, path) in zip(out, ckpts):
-            if model.cfg != out[0][1].cfg:
-                raise CheckpointError(f"{path}: a {model.cfg} checkpoint in a trajectory of {out[0][1].cfg}")
-        return out
+        cfg = self.config()
+        return [(step, self.load_checkpoint(p, cfg)[0]) for step, p in ckpts]
 
     def save_checkpoint(self, model: LinearTransformer, step: int, **extra: Any) -> Path:
         """Atomically save the model's weights, its config and the training step into the trajectory."""
@@ -247,6 +265,9 @@ class Run:
         """
         path = self.resume_path
         tensors, meta = ck.read_tensors(path)
+        stray = sorted(k for k in tensors if not k.startswith(("model.", "opt.")) and k != "rng.data")
+        if stray:
+            raise CheckpointError(f"{path}: resume state holds unknown tensors {', '.join(stray[:4])[:200]}")
         for key, kind in (("model_config", dict), ("step", int), ("param_groups", list)):
             if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
                 raise CheckpointError(f"{path}: resume state has no valid {key!r}")
@@ -254,10 +275,18 @@ class Run:
         if rng is None or rng.dtype != torch.uint8 or rng.ndim != 1:
             raise CheckpointError(f"{path}: resume state has no data RNG state ('rng.data')")
         window = meta.get("window", [])
-        if not isinstance(window, list) or not all(isinstance(v, (int, float)) for v in window):
+        if not isinstance(window, list) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in window
+        ):
             raise CheckpointError(f"{path}: resume state has a malformed loss window")
         if not 0 <= meta["step"] <= cfg.steps:
             raise CheckpointError(f"{path}: resume step {meta['step']} is outside the run's 0..{cfg.steps} steps")
+        logged = 0 if meta["step"] == cfg.steps else meta["step"] % cfg.log_every  # losses since the last log line
+        if len(window) != logged:
+            raise CheckpointError(
+                f"{path}: resume state holds {len(window)} losses since the last log line, step {meta['step']} "
+                f"implies {logged}"
+            )
         for saved, now, prefix in (
             (meta["model_config"], cfg.model.to_dict(), "model."),
             (meta.get("train_config"), cfg.to_dict(), ""),
@@ -272,9 +301,10 @@ class Run:
     # ------------------------------------------------------------------ metrics
     def read_metrics(self) -> list[dict]:
         """The logged rows; a torn last line (a crash mid-write) is dropped, a bad line elsewhere is an error."""
-        if not self.metrics_path.exists():
+        if not os.path.lexists(self.metrics_path):
             return []
-        text = read_regular_file(self.metrics_path, MAX_TEXT_BYTES, "metrics log").decode("utf-8", "replace")
+        data = read_regular_file(self.metrics_path, MAX_TEXT_BYTES, "metrics log", growing=True)  # being appended to
+        text = data.decode("utf-8", "replace")
         lines = text.split("\n")
         rows = []
         for i, line in enumerate(lines):
@@ -420,19 +450,18 @@ class ResolvedModel:
     x_cov: Matrix | None  # the training input covariance Λ, x ~ N(0, Λ) (the run's config); None: I (loose: I)
     run: Run | None  # the run the checkpoint belongs to; None for a loose checkpoint file
     config: TrainConfig | None = None  # that run's validated config; None for a loose checkpoint file
+    sha256: str = ""  # of the checkpoint file's bytes the model was read from, once they passed every check
 
 
 def resolve_model(path: str | Path) -> ResolvedModel:
     """What `path` is: a run directory (its last checkpoint), a checkpoint file of a run or a loose checkpoint file.
 
-    The checkpoint is read first, then the run's config when there is a run; either's problem is a CheckpointError
-    naming the file. A directory without a config that holds checkpoints/ counts as loose (no run, n unknown).
+    The checkpoint is read first, then the run's config when there is a run, and the checkpoint's model must be the
+    config's (Run.load_checkpoint); any problem is a CheckpointError naming the file. A directory without a config
+    that holds checkpoints/ counts as loose (no run, n unknown).
     """
     path = Path(path)
-    checkpoint = resolve_checkpoint(path)
-    model, meta = ck.load_file(checkpoint)
-    run = Run.of(path)
-    cfg = None if run is None else run.config()
+    checkpoint, run, cfg, model, meta, digest = _load(path)
     return ResolvedModel(
         path=path,
         checkpoint=checkpoint,
@@ -444,12 +473,39 @@ def resolve_model(path: str | Path) -> ResolvedModel:
         x_cov=None if cfg is None else cfg.x_cov,
         run=run,
         config=cfg,
+        sha256=digest,
     )
 
 
+def _load(path: Path) -> tuple[Path, Run | None, TrainConfig | None, LinearTransformer, dict[str, Any], str]:
+    """(checkpoint file, its run and the run's config or None, model, metadata, SHA-256) of what `path` names; the
+    checkpoint is read first, then a run's config, which the checkpoint's model must match."""
+    checkpoint = resolve_checkpoint(path)
+    run = Run.of(path)
+    model, meta, digest = ck.load_file_digest(checkpoint)
+    cfg = None
+    if run is not None:
+        cfg = run.config()
+        run.check_model(checkpoint, model, cfg)
+    return checkpoint, run, cfg, model, meta, digest
+
+
+def load_with_digest(path: str | Path) -> tuple[LinearTransformer, dict[str, Any], str]:
+    """(model, metadata, SHA-256 of the checkpoint file's bytes) from a checkpoint file or a run directory (its last
+    checkpoint), as load_with_meta: the digest is of the bytes the model was read from, once they passed every check."""
+    return _load(Path(path))[3:]
+
+
+def checkpoint_sha256(path: str | Path) -> str:
+    """SHA-256 of the checkpoint file `path` names (a run directory: its last checkpoint), taken from the bytes read
+    only once they passed every check of resolve_model (the run's config included)."""
+    return _load(Path(path))[5]
+
+
 def load_with_meta(path: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:
-    """(model, metadata) from a checkpoint file or a run directory (its last checkpoint)."""
-    return ck.load_file(resolve_checkpoint(path))
+    """(model, metadata) from a checkpoint file or a run directory (its last checkpoint); a run's checkpoint is
+    checked against the run's config."""
+    return _load(Path(path))[3:5]
 
 
 def load(path: str | Path) -> LinearTransformer:

@@ -1,12 +1,19 @@
 """Table 1 of Vladymyrov et al. 2024 from trained runs: discover, evaluate (cached), best of seeds, render.
 
 A run is any directory one level under a root holding a run config and checkpoints (what `interp train`
-and `interp sweep` write); its cell is (arch, layers, prior) and its seed comes from the config. Only
-complete runs with the paper's setting (d = 10, n = 20, one head, no --init, x ~ N(0, I)) are evaluated: adjusted loss
-of the final checkpoint on `n_seq` sequences of evaluation seed `eval_seed`. A cell reports the best of
-its seeds, as the paper does, with that seed's median and worst per-sequence loss. Baseline rows
-(ConstRR, AdaRR, TunedRR) and the Bayes floor use `baseline_seq` sequences. Evaluations are cached in a
-JSON file, so a rerun only evaluates what is new.
+and `interp sweep` write); its cell is (arch, layers, prior) and its seed, all read from its config.json, which must
+name them (REQUIRED: a missing field is never filled with a default; the run is skipped with a warning naming the
+file), and which its final checkpoint must agree with (architecture, depth, d, heads, dtype, step, prior, seed; a
+run whose checkpoint disagrees is skipped the same way). Only complete runs with the paper's setting (d = 10,
+n = 20, one head, no --init, x ~ N(0, I)) are evaluated: adjusted loss of the final checkpoint on `n_seq` sequences
+of evaluation seed `eval_seed`. The baseline rows (ConstRR, AdaRR, TunedRR) and the Bayes floor are evaluated on the
+same sequences as the models of their column; `baseline_seq` adds rows of the baselines on that many sequences,
+labelled with the count. A cell reports the best of its seeds, as the paper does, with that seed's median and worst
+per-sequence loss. Every loss is printed with its standard error and its sequence count, and a cell is marked
+against the paper only where the standard error is within 10% of the value (interp.evaluate.precise).
+
+Evaluations go through interp.evalcache (keyed by the checkpoint's bytes, the sequences and the evaluation code), so
+a rerun, a copy of the runs elsewhere or a fresh clone with the committed cache only evaluates what is new.
 """
 
 from __future__ import annotations
@@ -17,25 +24,61 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from interp.config import describe_covariance
+from interp.config import TrainConfig, describe_covariance
+from interp.evalcache import CACHE_FILE, EvalCache, baseline_subject, cached_loss, cached_losses
 from interp.evalset import EvalSet
-from interp.evaluate import TABLE1_COLUMNS, evaluate, paper_table, paper_value
-from interp.files import CheckpointError, atomic_write_text
-from interp.run import Run, resolve_model
+from interp.evaluate import TABLE1_COLUMNS, evaluate, paper_table, paper_value, precise
+from interp.files import CheckpointError, read_regular_file
+from interp.model import LinearTransformer
+from interp.run import Run, load_with_digest
 from interp.tasks import as_prior
-from interp.tuning import baselines
+from interp.tuning import TUNE_SEED, TUNE_SEQ, baselines, format_param, parameters, tuned
 
 ARCH_NAMES = {"gdpp": "GD++", "diag": "DIAG", "full": "FULL"}
 BASE_NAMES = {"constrr": "ConstRR", "adarr": "AdaRR", "tunedrr": "TunedRR", "bayes": "Bayes floor"}
-CACHE_FILE = "table1_evals.json"  # default cache: in the first root
+N_SEQ = 100_000  # sequences per model and per baseline (the paper's evaluation size)
+QUICK_SEQ = 10_000  # --quick: a preview
+# config.json fields the table reads (a cell, a seed, whether the run is complete and a Table 1 setting): required,
+# never defaulted. `init` and `x_cov` may be absent (configs written before those options: none, x ~ N(0, I)).
+REQUIRED = ("model.param", "model.n_layers", "model.d", "model.n_heads", "noise", "seed", "n", "steps")
+
+__all__ = ["CACHE_FILE", "REQUIRED", "discover", "table1", "render", "render_floor", "best_of_seeds"]
 
 
 def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def missing_fields(raw: dict) -> list[str]:
+    """The REQUIRED fields a raw config.json object does not hold."""
+    model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
+    return [f for f in REQUIRED if (f.split(".", 1)[1] not in model if f.startswith("model.") else f not in raw)]
+
+
+def disagreement(cfg: TrainConfig, model: LinearTransformer, meta: dict, step: int) -> str | None:
+    """What a checkpoint (its model and metadata, saved at `step` by its file name) records against its run's config,
+    in words; None when they agree."""
+    c = model.cfg
+    pairs = [
+        ("arch", cfg.model.param, c.param),
+        ("layers", cfg.model.n_layers, c.n_layers),
+        ("d", cfg.model.d, c.d),
+        ("heads", cfg.model.n_heads, c.n_heads),
+        ("dtype", cfg.model.dtype, c.dtype),
+    ]
+    if meta.get("step") is not None:
+        pairs.append(("step", step, meta["step"]))
+    if meta.get("noise") is not None:
+        pairs.append(("noise", as_prior(cfg.noise).spec, as_prior(meta["noise"]).spec))
+    if meta.get("seed") is not None:
+        pairs.append(("seed", cfg.seed, meta["seed"]))
+    bad = [f"{name} {theirs!r} where config.json says {ours!r}" for name, ours, theirs in pairs if ours != theirs]
+    return "; ".join(bad) or None
+
+
 def discover(roots: list[Path], log: Callable[[str], None] = _log) -> list[dict]:
-    """Every Table 1 run directory under the roots (one level deep), with its cell, seed and completeness."""
+    """Every Table 1 run directory under the roots (one level deep), with its cell, seed and completeness; a complete
+    run also with its final checkpoint and that file's digest."""
     runs = []
     for root in map(Path, roots):
         if not root.is_dir():
@@ -44,8 +87,16 @@ def discover(roots: list[Path], log: Callable[[str], None] = _log) -> list[dict]
             try:
                 cfg = run.config()
                 done = run.is_complete()
+                raw = json.loads(read_regular_file(run.config_path, 1 << 20, "run config"))
             except ValueError as err:  # CheckpointError is a ValueError
                 log(f"skipping {run}: {err}")
+                continue
+            missing = missing_fields(raw)
+            if missing:
+                log(
+                    f"skipping {run}: {run.config_path} has no {', '.join(missing)}; the table reads "
+                    "them from the config and fills in no default"
+                )
                 continue
             if cfg.model.d != 10 or cfg.n != 20 or cfg.model.n_heads != 1 or cfg.init is not None:
                 continue  # not a Table 1 configuration
@@ -53,18 +104,28 @@ def discover(roots: list[Path], log: Callable[[str], None] = _log) -> list[dict]
                 log(f"skipping {run}: trained on x ~ N(0, {describe_covariance(cfg.x_cov)}); Table 1 has x ~ N(0, I)")
                 continue
             ckpts = run.checkpoints()
-            runs.append(
-                dict(
-                    run=str(run),
-                    arch=cfg.model.param,
-                    layers=cfg.model.n_layers,
-                    noise=as_prior(cfg.noise).spec,
-                    seed=cfg.seed,
-                    complete=done,
-                    step=ckpts[-1][0] if ckpts else 0,
-                    stamp=int(ckpts[-1][1].stat().st_mtime) if ckpts else 0,
-                )
+            r = dict(
+                run=str(run),
+                arch=cfg.model.param,
+                layers=cfg.model.n_layers,
+                noise=as_prior(cfg.noise).spec,
+                seed=cfg.seed,
+                complete=done,
+                step=ckpts[-1][0] if ckpts else 0,
             )
+            if done:
+                step, path = ckpts[-1]
+                try:
+                    model, meta, digest = load_with_digest(path)
+                except CheckpointError as err:
+                    log(f"skipping {run}: {err}")
+                    continue
+                why = disagreement(cfg, model, meta, step)
+                if why:
+                    log(f"skipping {run}: {path} records {why}; not tabulated")
+                    continue
+                r.update(checkpoint=str(path), digest=digest)
+            runs.append(r)
     key = lambda r: (r["arch"], r["layers"], r["noise"], r["seed"])  # noqa: E731
     first_done: dict = {}
     for r in runs:
@@ -76,20 +137,8 @@ def discover(roots: list[Path], log: Callable[[str], None] = _log) -> list[dict]
     ]
 
 
-def load_cache(path: Path | None) -> dict:
-    try:
-        return json.loads(Path(path).read_text()) if path and Path(path).exists() else {}
-    except (OSError, ValueError) as err:
-        raise CheckpointError(f"{path}: unreadable evaluation cache ({err}); remove it") from None
-
-
-def save_cache(path: Path | None, cache: dict) -> None:
-    if path:
-        atomic_write_text(path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
-
-
 def _where(run: str) -> str:
-    """A run's path relative to the working directory when under it (portable cache keys)."""
+    """A run's path relative to the working directory when under it (a cache entry's description)."""
     path = Path(run).resolve()
     try:
         return str(path.relative_to(Path.cwd().resolve()))
@@ -97,54 +146,52 @@ def _where(run: str) -> str:
         return str(path)
 
 
+def model_set(noise: str, n_seq: int, eval_seed: int) -> EvalSet:
+    """The sequences of a Table 1 column: its models' and its baselines'."""
+    return EvalSet(noise, d=10, n=20, n_seq=n_seq, seed=eval_seed)
+
+
 def evaluate_runs(
-    runs: list[dict],
-    n_seq: int,
-    eval_seed: int,
-    cache: dict,
-    cache_path: Path | None,
-    log: Callable[[str], None] = _log,
+    runs: list[dict], n_seq: int, eval_seed: int, cache: EvalCache, log: Callable[[str], None] = _log
 ) -> None:
-    """Add mean, stderr, median and worst of every complete run's final checkpoint to its dict."""
+    """Add mean, stderr, n_seq, median and worst of every complete run's final checkpoint to its dict."""
     for r in runs:
         if not r["complete"]:
             continue
-        # the final checkpoint's mtime is in the key: a retrained run is evaluated afresh
-        key = f"model|{_where(r['run'])}|{r['step']}|{r['stamp']}|{n_seq}|{eval_seed}"
-        if "worst" not in cache.get(key, {}):
+
+        def compute(r=r):
             t0 = time.perf_counter()
-            m = resolve_model(r["run"])  # its last checkpoint, on the prior, d, n and Λ it was trained on
-            data = EvalSet(m.noise, d=m.d, n=m.n, n_seq=n_seq, seed=eval_seed, x_cov=m.x_cov)
-            est = evaluate({"m": m.model}, data)["m"]
-            cache[key] = est.to_dict()
+            model, _, digest = load_with_digest(r["checkpoint"])
+            if digest != r["digest"]:
+                raise CheckpointError(f"{r['checkpoint']}: changed since it was checked against its config; rerun")
+            est = evaluate({"m": model}, model_set(r["noise"], n_seq, eval_seed))["m"]
             log(f"{r['run']}: {est.mean:.4g} ± {est.stderr:.2g}  [{time.perf_counter() - t0:.1f}s]")
-            save_cache(cache_path, cache)
-        r.update(cache[key])
+            return est
+
+        about = {"run": _where(r["run"]), "step": r["step"]}
+        est, _ = cached_loss(r["digest"], model_set(r["noise"], n_seq, eval_seed), cache, compute, about)
+        r.update(est.to_dict())
 
 
 def evaluate_baselines(
-    priors: list[str],
-    baseline_seq: int,
-    eval_seed: int,
-    cache: dict,
-    cache_path: Path | None,
-    log: Callable[[str], None] = _log,
+    priors: list[str], n_seq: int, eval_seed: int, cache: EvalCache, log: Callable[[str], None] = _log
 ) -> dict:
+    """{prior: {name: LossEstimate.to_dict()}} of the baseline rows on the sequences of the prior's models."""
     out = {}
     for noise in priors:
-        key = f"baselines|{noise}|{baseline_seq}|{eval_seed}"
-        if key not in cache:
-            t0 = time.perf_counter()
-            preds = baselines(noise, names=list(BASE_NAMES))
-            data = EvalSet(noise, n_seq=baseline_seq, seed=eval_seed)
-            cache[key] = {nm: e.to_dict() for nm, e in evaluate(preds, data).items()}
+        t0 = time.perf_counter()
+        rec = tuned(noise)
+        preds = baselines(noise, names=list(BASE_NAMES))
+        subjects = {nm: baseline_subject(nm, parameters(nm, rec)) for nm in preds}
+        about = {nm: {"run": f"{nm} on {noise}", "params": parameters(nm, rec)} for nm in preds}
+        ests, fresh = cached_losses(subjects, preds, model_set(noise, n_seq, eval_seed), cache, about)
+        out[noise] = {nm: e.to_dict() for nm, e in ests.items()}
+        if fresh:
             log(
-                f"baselines on {noise}: "
-                + ", ".join(f"{nm} {v['mean']:.4g}" for nm, v in cache[key].items())
+                f"baselines on {noise} ({n_seq} sequences): "
+                + ", ".join(f"{nm} {ests[nm].mean:.4g}" for nm in fresh)
                 + f"  [{time.perf_counter() - t0:.0f}s]"
             )
-            save_cache(cache_path, cache)
-        out[noise] = cache[key]
     return out
 
 
@@ -164,14 +211,28 @@ def _fmt(v: float) -> str:
     return f"{v:.2e}" if abs(v) < 1e-3 else f"{v:.3g}" if abs(v) < 0.1 else f"{v:.3f}"
 
 
-def _cell(ours: float | None, paper: float | None, rel: float = 0.1, atol: float = 1e-4, below: bool = True) -> str:
-    """ "ours (paper) ✓" when ours is within rel·paper (or atol) of the paper's value, or (`below`, the models' rows)
-    at or below it: Table 1's aim is to reach the paper's loss, and a lower one reaches it."""
+def _se(v: float) -> str:
+    return f"{v:.1e}" if v != 0 and abs(v) < 1e-3 else f"{v:.2g}"
+
+
+def _cell(
+    ours: float | None,
+    paper: float | None,
+    rel: float = 0.1,
+    atol: float = 1e-4,
+    below: bool = True,
+    stderr: float | None = None,
+) -> str:
+    """ "ours ± s.e. (paper) ✓" when ours is within rel·paper (or atol) of the paper's value, or (`below`, the models'
+    rows) at or below it: Table 1's aim is to reach the paper's loss, and a lower one reaches it. With a standard error
+    above 10% of ours, "○" instead of a mark: the noise could flip it."""
     if ours is None:
         return "pending" if paper is not None else "–"
-    text = _fmt(ours)
+    text = _fmt(ours) if stderr is None else f"{_fmt(ours)} ± {_se(stderr)}"
     if paper is None:
         return text
+    if stderr is not None and not precise(ours, stderr):
+        return f"{text} ({_fmt(paper)}) ○"
     close = abs(ours - paper) <= rel * paper or abs(ours - paper) <= atol
     mark = "✓" if close or (below and ours <= paper) else "✗"
     return f"{text} ({_fmt(paper)}) {mark}"
@@ -182,6 +243,21 @@ def _dominated(r: dict) -> bool:
     return r.get("worst", 0.0) / r["n_seq"] > 0.5 * abs(r["mean"])
 
 
+def _baseline_rows(base: dict, priors: list[str], suffix: str = "") -> list[str]:
+    lines = []
+    for nm, title in BASE_NAMES.items():
+        row = [
+            _cell(
+                base[p][nm]["mean"], paper_value(nm, p), rel=0.05, atol=0.003, below=False, stderr=base[p][nm]["stderr"]
+            )
+            if p in base
+            else "–"
+            for p in priors
+        ]
+        lines.append(f"| – | {title}{suffix} | " + " | ".join(row) + " |")
+    return lines
+
+
 def render(
     cells: dict,
     base: dict,
@@ -190,7 +266,11 @@ def render(
     layers: list[int] | None = None,
     archs: list[str] | None = None,
     baselines_only: bool = False,
+    other: dict | None = None,
+    other_seq: int | None = None,
 ) -> str:
+    """The table: model rows (best of seeds), the baseline rows on the models' sequences, then (`other`) the baseline
+    rows on `other_seq` sequences, labelled so."""
     layers = sorted({k[1] for k in cells} | set(layers or []))
     archs = [a for a in ("gdpp", "diag", "full") if any(k[0] == a for k in cells) or a in (archs or [])]
     head = "| L | Method | " + " | ".join(priors) + " |\n|---|---|" + "---|" * len(priors) + "\n"
@@ -200,43 +280,47 @@ def render(
             row = []
             for p in priors:
                 c = cells.get((a, L, p))
-                text = _cell(c["best"]["mean"] if c else None, paper_value(a, p, L))
-                row.append(text + (" ⚠" if c and _dominated(c["best"]) else ""))
+                best = c["best"] if c else None
+                text = _cell(best["mean"] if c else None, paper_value(a, p, L), stderr=best["stderr"] if c else None)
+                row.append(text + (" ⚠" if c and _dominated(best) else ""))
             lines.append(f"| {L} | {ARCH_NAMES[a]} | " + " | ".join(row) + " |")
-    for nm, title in BASE_NAMES.items():
-        row = [
-            _cell(base[p][nm]["mean"], paper_value(nm, p), rel=0.05, atol=0.003, below=False) if p in base else "–"
-            for p in priors
-        ]
-        lines.append(f"| – | {title} | " + " | ".join(row) + " |")
+    lines += _baseline_rows(base, priors)
+    if other:
+        lines += _baseline_rows(other, priors, f" ({other_seq} seq.)")
+    noise_note = "○: standard error above 10% of the value, too noisy to mark against the paper"
+    if baselines_only:
+        return (
+            head
+            + "\n".join(lines)
+            + f"\n\nCells: ours ± standard error (paper) ✓ within 5% or 0.003 of the paper, ✗ not; {noise_note}.\n"
+        )
     seeds = "\n".join(
         f"- {ARCH_NAMES[a]} L={L} {p}: seeds {c['seeds']}, best seed {c['best']['seed']} "
-        f"({c['best']['mean']:.4g} ± {c['best']['stderr']:.2g}, median {c['best']['median']:.3g}, "
-        f"worst sequence {c['best']['worst']:.3g}; {c['best']['run']})"
+        f"({c['best']['mean']:.4g} ± {c['best']['stderr']:.2g} on {c['best']['n_seq']} sequences, "
+        f"median {c['best']['median']:.3g}, worst sequence {c['best']['worst']:.3g}; {c['best']['run']})"
         for (a, L, p), c in sorted(cells.items())
     )
     pending = "\n".join(f"- {r['run']} (step {r['step']})" for r in runs if not r["complete"]) or "- none"
-    if baselines_only:
-        return head + "\n".join(lines) + "\n\nCells: ours (paper) ✓ within 5% or 0.003 of the paper, ✗ not.\n"
     return (
         head
         + "\n".join(lines)
-        + "\n\nCells: ours (paper) ✓ at or below the paper, or within 10% of it (baseline rows: "
-        "within 5% or 0.003), ✗ not; 'pending': no complete "
+        + "\n\nCells: ours ± standard error (paper) ✓ at or below the paper, or within 10% of it (baseline rows: "
+        f"within 5% or 0.003), ✗ not; {noise_note}; 'pending': no complete "
         "run yet; '–': no paper value or not run; ⚠: one sequence carries more than half of the mean (a "
         "blown-up prediction of a deep model on an atypical context).\n\n### Seeds per cell\n\n"
-        + seeds
+        + (seeds or "- none")
         + "\n\n### Runs still training (not evaluated)\n\n"
         + pending
         + "\n"
     )
 
 
-def render_floor(base: dict, priors: list[str]) -> str:
+def render_floor(base: dict, priors: list[str], n_seq: int | None = None) -> str:
     """The Bayes floor beside the paper's best entry of each column."""
     table = paper_table()
+    count = f", {n_seq} sequences" if n_seq else ""
     lines = [
-        "| prior | Bayes floor (ours) | paper's best entry | paper's best method | paper TunedRR |",
+        f"| prior | Bayes floor (ours{count}) | paper's best entry | paper's best method | paper TunedRR |",
         "|---|---|---|---|---|",
     ]
     for p in priors:
@@ -248,12 +332,30 @@ def render_floor(base: dict, priors: list[str]) -> str:
         entries += [(v[p], BASE_NAMES[nm]) for nm, v in table["baselines"].items() if p in v and v[p] > 0]
         best = min(entries) if entries else (None, "–")
         b = base[p]["bayes"]
-        tuned = table["baselines"]["tunedrr"]
+        tuned_rr = table["baselines"]["tunedrr"]
         lines.append(
-            f"| {p} | {_fmt(b['mean'])} ± {b['stderr']:.1g} | "
+            f"| {p} | {_fmt(b['mean'])} ± {_se(b['stderr'])} | "
             f"{_fmt(best[0]) if best[0] is not None else '–'} | {best[1]} | "
-            f"{_fmt(tuned[p]) if p in tuned else '–'} |"
+            f"{_fmt(tuned_rr[p]) if p in tuned_rr else '–'} |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def baseline_parameters(priors: list[str]) -> dict:
+    """{prior: {name: tuned parameters}} of the baseline rows (interp.tuning.parameters: what interp eval prints)."""
+    return {p: {nm: parameters(nm, tuned(p)) for nm in ("constrr", "tunedrr")} for p in priors}
+
+
+def render_parameters(params: dict) -> str:
+    lines = [
+        f"Tuned per prior on {TUNE_SEQ} sequences of seed {TUNE_SEED}, disjoint from evaluation (interp.tuning; the "
+        "values interp eval prints). AdaRR and the Bayes floor have none.\n",
+        "| prior | ConstRR λ | TunedRR multiplier | TunedRR clip |",
+        "|---|---|---|---|",
+    ]
+    for p, rec in params.items():
+        c, t = rec["constrr"], rec["tunedrr"]
+        lines.append(f"| {p} | {format_param(c['lam'])} | {format_param(t['mult'])} | {format_param(t['clip'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -263,20 +365,26 @@ def table1(
     layers: list[int] | None = None,
     noise: list[str] | None = None,
     seeds: list[int] | None = None,
-    n_seq: int = 100_000,
-    baseline_seq: int = 1_000_000,
+    n_seq: int | None = None,
+    baseline_seq: int | None = None,
     eval_seed: int = 0,
     cache: str | Path | None = None,
     baselines_only: bool = False,
     log: Callable[[str], None] = _log,
+    quick: bool = False,
 ) -> tuple[str, dict]:
     """(markdown, data) of Table 1 from the runs under `roots`, restricted to the given subsets.
 
-    `cache`: JSON file of evaluations (default ROOT/table1_evals.json of the first root; None for roots=[]).
-    `data` has every run ("runs"), the baselines per prior and the best-of-seeds cells keyed "{arch}{L}|{prior}".
+    `n_seq`: sequences per model and per baseline (default N_SEQ, QUICK_SEQ with `quick`, which marks the output as a
+    preview). `baseline_seq`: also the baseline rows on that many sequences (seed `eval_seed`), labelled with the
+    count. `cache`: the evaluation cache file (default ROOT/table1_evals.json of the first root; none for roots=[]).
+    `data` has every run ("runs"), the baselines per prior, their tuned parameters and the best-of-seeds cells keyed
+    "{arch}{L}|{prior}".
     """
+    n_seq = n_seq or (QUICK_SEQ if quick else N_SEQ)
     roots = [Path(r) for r in roots]
     cache_path = Path(cache) if cache else (roots[0] / CACHE_FILE if roots else None)
+    store = EvalCache(cache_path, log=lambda text: log(f"warning: {text}"))
     noise = [as_prior(p).spec for p in noise] if noise else None
     want = lambda r: (
         (not arch or r["arch"] in arch)
@@ -285,27 +393,46 @@ def table1(
         and (not seeds or r["seed"] in seeds)
     )
     runs = [] if baselines_only else [r for r in discover(roots, log) if want(r)]
-    store = load_cache(cache_path)
-    evaluate_runs(runs, n_seq, eval_seed, store, cache_path, log)
+    evaluate_runs(runs, n_seq, eval_seed, store, log)
     found = {r["noise"] for r in runs} | set(noise or [])
     priors = [p for p in TABLE1_COLUMNS if p in found] + sorted(found - set(TABLE1_COLUMNS))
-    base = evaluate_baselines(priors, baseline_seq, eval_seed, store, cache_path, log)
+    base = evaluate_baselines(priors, n_seq, eval_seed, store, log)
+    other = None
+    if baseline_seq and baseline_seq != n_seq:
+        other = evaluate_baselines(priors, baseline_seq, eval_seed, store, log)
+    params = baseline_parameters(priors)
     cells = best_of_seeds(runs)
+    preview = (
+        f"**preview (--quick): {n_seq} sequences.** Noisy numbers for a first look, not a reproduction; a cell is "
+        "marked against the paper only where its standard error is within 10% of its value.\n\n"
+        if quick
+        else ""
+    )
+    extra = f"; the rows marked ({baseline_seq} seq.): the baselines on {baseline_seq} sequences" if other else ""
     text = (
-        f"## Table 1: adjusted evaluation loss, best of seeds ({n_seq} sequences per model, "
-        f"{baseline_seq} per baseline, eval seed {eval_seed})\n\n"
-        + render(cells, base, runs, priors, layers, arch, baselines_only)
+        f"## Table 1: adjusted evaluation loss, best of seeds\n\n{preview}"
+        f"{n_seq} sequences of evaluation seed {eval_seed} per model and per baseline: the baselines of a column "
+        f"on its models' own sequences{extra}.\n\n"
+        + render(cells, base, runs, priors, layers, arch, baselines_only, other, baseline_seq)
+        + "\n### Tuned baseline parameters\n\n"
+        + render_parameters(params)
         + "\n### The Bayes floor beside the paper's best entries\n\n"
-        + render_floor(base, priors)
+        + render_floor(base, priors, n_seq)
     )
     data = dict(
+        preview=quick,
+        n_seq=n_seq,
+        eval_seed=eval_seed,
         runs=runs,
         baselines=base,
+        baseline_params=params,
+        **({"baselines_other": {"n_seq": baseline_seq, "baselines": other}} if other else {}),
         cells={
             f"{a}{L}|{p}": dict(
                 best_seed=c["best"]["seed"],
                 mean=c["best"]["mean"],
                 stderr=c["best"]["stderr"],
+                n_seq=c["best"]["n_seq"],
                 median=c["best"]["median"],
                 worst=c["best"]["worst"],
                 seeds=c["seeds"],

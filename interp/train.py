@@ -172,22 +172,161 @@ def _init_model(cfg: TrainConfig) -> LinearTransformer:
     return src
 
 
+# torch.optim.Adam's state of one parameter (amsgrad off, as adam() runs it), saved as opt.{i}.{name} for the i-th
+# parameter of model.parameters(); the step count is a float scalar (float32 for the fused implementation).
+ADAM_STATE = ("step", "exp_avg", "exp_avg_sq")
+STEP_DTYPES = (torch.float32, torch.float64)
+# Adam's settings that pick an implementation, not the update: a resumed run keeps the one it was trained with (runs
+# written before adam() went fused hold None: torch's default loop), which is what keeps it exact.
+IMPLEMENTATION = ("fused", "foreach")
+
+
 def _optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list]:
+    """Adam's state as tensors, every parameter's: one Adam has not stepped yet (every update so far skipped by the
+    guard) gets the zeros Adam would start it from, so that a reader can require the state of every parameter."""
     sd = opt.state_dict()
     tensors = {}
-    for idx, state in sd["state"].items():
+    for idx, p in enumerate(opt.param_groups[0]["params"]):
+        state = sd["state"].get(idx) or {
+            "step": torch.zeros((), dtype=torch.float32),
+            "exp_avg": torch.zeros_like(p),
+            "exp_avg_sq": torch.zeros_like(p),
+        }
         for key, val in state.items():
             tensors[f"opt.{idx}.{key}"] = torch.as_tensor(val)
     return tensors, sd["param_groups"]
 
 
-def _load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], groups: list, path: Path) -> None:
-    state: dict[int, dict[str, torch.Tensor]] = {}
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:4]) + (f" ... ({len(names)} in all)" if len(names) > 4 else "")
+
+
+def _optimizer_state(
+    path: Path, model: LinearTransformer, tensors: dict[str, torch.Tensor], step: int
+) -> dict[int, dict[str, torch.Tensor]]:
+    """Adam's per-parameter state from the resume tensors, every tensor checked against its parameter before torch
+    sees it: names (none missing, none extra), shapes, dtypes, finiteness, and the step count a whole number in
+    0..`step` (Adam counts only the updates the guard did not skip)."""
+    named = list(model.named_parameters())
+    found = {k for k in tensors if k.startswith("opt.")}
+    want = {f"opt.{i}.{key}" for i in range(len(named)) for key in ADAM_STATE}
+    order = lambda k: (int(k.split(".")[1]) if k.split(".")[1].isdigit() else math.inf, k)  # noqa: E731  2 < 10
+    missing, extra = sorted(want - found, key=order), sorted(found - want, key=order)
+    if missing:
+        raise CheckpointError(
+            f"{path}: optimizer state lacks {_some(missing)}; resuming would restart Adam and the run would no "
+            "longer be exact"
+        )
+    if extra:
+        raise CheckpointError(
+            f"{path}: optimizer state holds unknown tensors {_some(extra)} (the model has {len(named)} parameters, "
+            f"Adam keeps {', '.join(ADAM_STATE)} of each)"
+        )
+    state = {}
+    for i, (name, p) in enumerate(named):
+        for key in ("exp_avg", "exp_avg_sq"):
+            t, what = tensors[f"opt.{i}.{key}"], f"opt.{i}.{key} (Adam's {key} of {name})"
+            if tuple(t.shape) != tuple(p.shape):
+                raise CheckpointError(f"{path}: {what} has shape {list(t.shape)}, the parameter {list(p.shape)}")
+            if t.dtype != p.dtype:
+                raise CheckpointError(
+                    f"{path}: {what} is {str(t.dtype).removeprefix('torch.')}, the parameter "
+                    f"{str(p.dtype).removeprefix('torch.')}"
+                )
+            if not bool(torch.isfinite(t).all()):
+                raise CheckpointError(f"{path}: {what} holds non-finite values")
+        if bool((tensors[f"opt.{i}.exp_avg_sq"] < 0).any()):
+            raise CheckpointError(f"{path}: opt.{i}.exp_avg_sq (Adam's exp_avg_sq of {name}) holds negative values")
+        t, what = tensors[f"opt.{i}.step"], f"opt.{i}.step (Adam's step count of {name})"
+        if t.ndim != 0 or t.dtype not in STEP_DTYPES:
+            raise CheckpointError(
+                f"{path}: {what} must be a float scalar, got {str(t.dtype).removeprefix('torch.')} of shape "
+                f"{list(t.shape)}"
+            )
+        value = float(t)
+        if not (math.isfinite(value) and value == int(value) and 0 <= value <= step):
+            raise CheckpointError(f"{path}: {what} is {value:g}; it must be a whole number in 0..{step} (resume step)")
+        state[i] = {key: tensors[f"opt.{i}.{key}"] for key in ADAM_STATE}
+    return state
+
+
+def _same(a, b) -> bool:
+    """JSON value `a` (a resume file's) equals `b` (the trainer's): lists as tuples, numbers to 1e-9 relative, bools
+    and None exactly."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-9)
+    return a == b
+
+
+def _number(v, low: float, high: float = math.inf, closed: bool = True) -> bool:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return ok and (low <= v if closed else low < v) and v < high
+
+
+def _param_groups(path: Path, opt: torch.optim.Optimizer, groups: list, cfg: TrainConfig, step: int) -> list[dict]:
+    """The resume file's optimizer settings checked against the trainer's Adam for `cfg` (a fresh `opt`): each
+    finite and in range, and equal to what the config implies (lr: the schedule's at the last update), no unknown
+    one; the trainer's own values are what is loaded, but for the implementation the run was trained with
+    (IMPLEMENTATION: true, false or null)."""
+    ref = opt.state_dict()["param_groups"]
+    if len(groups) != len(ref) or not all(isinstance(g, dict) for g in groups):
+        raise CheckpointError(
+            f"{path}: resume state has {len(groups)} optimizer parameter groups; the trainer's Adam has 1"
+        )
+    lr = learning_rate(cfg, step - 1) if step > 0 else cfg.lr
+    out = []
+    for saved, want in zip(groups, ref):
+        want = {**want, "lr": lr}
+        unknown = sorted(str(k)[:40] for k in set(saved) - set(want))
+        if unknown:
+            raise CheckpointError(f"{path}: unknown optimizer settings {_some(unknown)}")
+        ranges = {
+            "lr": (_number(saved.get("lr"), 0, closed=False), "a finite number > 0"),
+            "betas": (
+                isinstance(saved.get("betas"), list)
+                and len(saved["betas"]) == 2
+                and all(_number(b, 0, 1) for b in saved["betas"]),
+                "two finite numbers in [0, 1)",
+            ),
+            "eps": (_number(saved.get("eps"), 0, closed=False), "a finite number > 0"),
+            "weight_decay": (_number(saved.get("weight_decay"), 0), "a finite number >= 0"),
+            "params": (
+                saved.get("params") == list(range(len(want["params"])))
+                and all(type(i) is int for i in saved.get("params")),
+                f"[0, ..., {len(want['params']) - 1}]",
+            ),
+        }
+        for key, (ok, rule) in ranges.items():
+            if key not in saved:
+                raise CheckpointError(f"{path}: resume state has no optimizer {key}")
+            if not ok:
+                raise CheckpointError(f"{path}: optimizer {key} is {saved[key]!r:.60}; it must be {rule}")
+        for key in IMPLEMENTATION:
+            if saved.get(key) not in (True, False, None) or type(saved.get(key)) not in (bool, type(None)):
+                raise CheckpointError(f"{path}: optimizer {key} is {saved[key]!r:.60}; it must be true, false or null")
+        if saved.get("fused") and saved.get("foreach"):
+            raise CheckpointError(f"{path}: optimizer fused and foreach are both true; torch's Adam runs one of them")
+        for key, value in want.items():
+            if key in saved and key not in IMPLEMENTATION and not _same(saved[key], value):
+                raise CheckpointError(
+                    f"{path}: optimizer {key} is {saved[key]!r:.60}, the run's config implies {value!r:.60}"
+                )
+        out.append({**want, **{key: saved[key] for key in IMPLEMENTATION if key in saved}})
+    return out
+
+
+def _load_optimizer(
+    opt: torch.optim.Optimizer, model: LinearTransformer, tensors: dict, meta: dict, cfg: TrainConfig, path: Path
+) -> None:
+    """Load the resume file's Adam state into the fresh `opt` of `model`, every part checked first (a tensor of the
+    wrong shape reaches the fused kernel's raw pointers, and a missing one restarts Adam silently)."""
+    state = _optimizer_state(path, model, tensors, meta["step"])
+    groups = _param_groups(path, opt, meta["param_groups"], cfg, meta["step"])
     try:
-        for key, val in tensors.items():
-            if key.startswith("opt."):
-                _, idx, name = key.split(".", 2)
-                state.setdefault(int(idx), {})[name] = val
         opt.load_state_dict({"state": state, "param_groups": groups})
     except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as err:
         raise CheckpointError(f"{path}: unusable optimizer state ({err})") from None
@@ -296,7 +435,7 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         weights = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
         model = ck.model_from_tensors(run.resume_path, weights, meta["model_config"]).to(cfg.device)
         opt = adam(model.parameters(), cfg.lr)
-        _load_optimizer(opt, tensors, meta["param_groups"], run.resume_path)
+        _load_optimizer(opt, model, tensors, meta, cfg, run.resume_path)
         try:
             gen.set_state(tensors["rng.data"])
         except RuntimeError as err:

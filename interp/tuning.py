@@ -7,7 +7,13 @@ then a finer grid between the neighbours of the coarse optimum. Every result rec
 
 Results for the paper's priors ship as package data (interp/data/baselines_tuned.json, rebuilt by
 experiments/tune_baselines.py); other priors, and inputs x ~ N(0, Λ) of a run trained with an `x_cov`, are tuned
-on the fly (a few seconds) and memoised.
+on the fly (a few seconds) and memoised for the process.
+
+That memo is not an evaluation cache, and it stays out of interp.evalcache on purpose: it holds a baseline's tuned
+*parameters* (inputs of its predictor), never a loss. A tuned value has one source, this module (`tuned`, read out by
+`parameters` and printed by `format_param`), so `interp eval`, `interp table` and the report print and use the same
+λ; a cache file on disk could hold another one. The losses of the tuned baselines are evaluations, cached by
+interp.evalcache under a key holding these parameters (evalcache.baseline_subject), so a retune misses the cache.
 """
 
 from __future__ import annotations
@@ -219,6 +225,34 @@ def tuned(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,), x_
         rec = {**rec, "gd": {**rec["gd"], **{str(k): tune_gd(ts, k) for k in missing}}}
     _memo[key] = rec
     return rec
+
+
+def parameters(name: str, rec: dict) -> dict:
+    """The parameters of the named baseline (ols, constrr, adarr, tunedrr, gd{k}, bayes) in a tuning record `rec`
+    (`tuned(...)`): what `baselines` builds its predictor from, and what interp eval, interp table and the evaluation
+    cache's keys show or use. JSON-ready; an infinite clip is "inf"."""
+    if name == "constrr":
+        return {"lam": rec["constrr"]["lam"]}
+    if name == "tunedrr":
+        return {"mult": rec["tunedrr"]["mult"], "clip": rec["tunedrr"]["clip"]}
+    if name.startswith("gd") and name[2:].isdigit():
+        return {"steps": int(name[2:]), "eta": rec["gd"][name[2:]]["eta"]}
+    if name == "adarr":
+        return {"divisor": f"n - d = {rec['n'] - rec['d']}"}
+    if name == "bayes":
+        return {"prior": rec["prior"]}
+    if name == "ols":
+        return {}
+    raise ValueError(f"unknown baseline {name!r}")
+
+
+def format_param(value) -> str:
+    """A tuned parameter as interp eval and interp table print it: 4 decimals, or 3 significant digits below 1e-3."""
+    if isinstance(value, (str, bool, int)) or not isinstance(value, float):
+        return str(value)
+    if math.isinf(value):
+        return "inf"
+    return f"{value:.2e}" if value != 0 and abs(value) < 1e-3 else f"{value:.4f}"
 
 
 def baselines(

@@ -1,6 +1,7 @@
 """TrainConfig.x_cov, the input covariance Λ (x_i, x_t ~ N(0, Λ); Zhang, Frei & Bartlett 2024): stored in
 config.json, validated in one line, and named by `diag:` or a .json file on the command line."""
 
+import dataclasses
 import json
 
 import pytest
@@ -75,3 +76,67 @@ def test_covariance_spec_diag_and_json_file(tmp_path):
         with pytest.raises(ValueError) as err:
             covariance_spec(spec)
         assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+# Every existing flag and the field it sets: users' scripts spell them so (interp train, interp sweep, grid files).
+FLAGS = {
+    "--d": "model.d",
+    "--layers": "model.n_layers",
+    "--heads": "model.n_heads",
+    "--arch": "model.param",
+    "--dtype": "model.dtype",
+    "--noise": "noise",
+    "--n": "n",
+    "--seed": "seed",
+    "--preset": "preset",
+    "--steps": "steps",
+    "--batch": "batch",
+    "--lr": "lr",
+    "--schedule": "schedule",
+    "--clip": "clip",
+    "--guard": "guard",
+    "--checkpoints": "n_checkpoints",
+    "--save-every": "resume_every",
+    "--init": "init",
+    "--init-noise": "init_noise",
+    "--device": "device",
+    "--x-cov": "x_cov",
+    "--stress": "stress",
+    "--stress-scale": "stress_scale",
+}
+NOT_OPTIONS = {"model", "warmup", "log_every", "model.init_scale"}  # set in Python or config.json only
+
+
+def test_each_training_option_is_declared_once_on_its_field():
+    """OPTIONS, derived from the fields' declarations: one flag per field, every field an option or named here, each
+    option's default its field's, and help that states that default."""
+    from interp.config import OPTIONS, Option
+
+    fields = {f.name for f in dataclasses.fields(TrainConfig)} | {
+        f"model.{f.name}" for f in dataclasses.fields(ModelConfig)
+    }
+    assert {o.flag: o.field for o in OPTIONS.values()} == FLAGS
+    assert set(FLAGS.values()) | NOT_OPTIONS == fields and not set(FLAGS.values()) & NOT_OPTIONS
+    spellings = [s for o in OPTIONS.values() for s in (o.flag, *o.aliases)]
+    assert len(spellings) == len(set(spellings)) and {a for o in OPTIONS.values() for a in o.aliases} == {"--seeds"}
+    default = TrainConfig()
+    for key, opt in OPTIONS.items():
+        assert isinstance(opt, Option) and key == opt.flag[2:].replace("-", "_")
+        assert opt.of(default) == opt.default
+        if opt.default is not None:
+            shown = f"{opt.default:g}" if isinstance(opt.default, float) else str(opt.default)
+            assert f"default {shown}" in opt.help, (opt.flag, opt.help)
+
+
+def test_config_from_options_maps_keys_to_fields():
+    from interp.config import config_from_options
+
+    cfg = config_from_options(
+        {"arch": "gdpp", "layers": 2, "d": 2, "checkpoints": 3, "save_every": 7, "clip": 0, "noise": "uniform:5.0"}
+    )
+    assert (cfg.model.param, cfg.model.n_layers, cfg.model.d) == ("gdpp", 2, 2)
+    assert (cfg.n_checkpoints, cfg.resume_every, cfg.clip, cfg.noise) == (3, 7, None, "uniform:5")
+    assert config_from_options({"d": 2, "x_cov": "diag:1,2"}).x_cov == ((1.0, 0.0), (0.0, 2.0))
+    assert config_from_options({}) == TrainConfig()
+    with pytest.raises(ValueError, match="unknown run option 'n_checkpoints'"):
+        config_from_options({"n_checkpoints": 3})  # option keys are the flags' names, not the fields'

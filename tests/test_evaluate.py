@@ -15,6 +15,7 @@ from interp.evaluate import (
     paper_value,
     per_layer_loss,
     per_layer_profile,
+    precise,
     sigma_grid,
     sigma_profile,
 )
@@ -56,6 +57,14 @@ def test_evalset_validates_and_describes():
             data.replace(**bad)
     with pytest.raises(ValueError, match="noise"):
         EvalSet("gaussian:1")
+    assert data.identity() == data.describe() | {"block": 10_000}  # what the sequences depend on (cache keys)
+    assert data.replace(chunk=3).identity() == data.identity()
+
+
+def test_precise_only_where_the_error_supports_a_comparison():
+    """A ratio or mark against the paper only where the standard error is within 10% of the value."""
+    assert precise(0.05, 0.004) and not precise(0.05, 0.006) and precise(0.0, 0.0) and not precise(0.0, 1e-9)
+    assert not precise(float("nan"), 0.1) and not precise(1.0, float("nan"))
 
 
 def test_evalset_draws_inputs_from_x_cov():

@@ -1,6 +1,6 @@
 """The core's layer order (README, Architecture): each module imports only modules below it, at module level.
 
-    limits → files → kernel → tasks → config → presets → moments → model → checkpoints → run → train → ...
+    limits → files → kernel → tasks → params → config → presets → moments → model → checkpoints → run → train → ...
 
 No import cycle, no function-local import of interp hiding one, and nothing in the core reaching up into the
 report or the CLI (which may import lazily inside functions, to keep `interp --help` fast).
@@ -19,8 +19,23 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "interp"
 # Bottom to top: each of these imports nothing listed after it.
-ORDER = ["limits", "files", "kernel", "tasks", "config", "presets", "moments", "model", "checkpoints", "run", "train"]
-ALONE = [*ORDER, "evalset", "spectral", "baselines", "tuning", "evaluate", "patching", "sweep", "table"]
+ORDER = [
+    "limits",
+    "files",
+    "kernel",
+    "tasks",
+    "params",
+    "config",
+    "presets",
+    "moments",
+    "model",
+    "checkpoints",
+    "run",
+    "train",
+]
+ALONE = [*ORDER, "evalset", "spectral", "baselines", "tuning", "evaluate", "evalcache", "patching", "sweep", "table"]
+# The sweep package by concern, bottom to top (its __init__ puts them together): each imports no sibling after it.
+SWEEP_ORDER = ["grid", "planning", "summary", "progress", "executors"]
 
 # In a fresh interpreter: interp.<m> with only what it imports itself (a bare `interp` package, so that
 # interp/__init__.py, which imports everything, does not fix the order), then `import interp.<m>` as a user does.
@@ -51,8 +66,11 @@ def imported_alone() -> dict[str, subprocess.CompletedProcess]:
 
 
 def core_files() -> list[Path]:
-    """interp/*.py and interp/probes/*.py: everything but the report and the CLI."""
-    return sorted(PACKAGE.glob("*.py")) + sorted((PACKAGE / "probes").glob("*.py"))
+    """interp/*.py, interp/probes/*.py and interp/sweep/*.py: everything but the report and the CLI."""
+    return [
+        *sorted(PACKAGE.glob("*.py")),
+        *(p for sub in ("probes", "sweep") for p in sorted((PACKAGE / sub).glob("*.py"))),
+    ]
 
 
 def module_name(path: Path) -> str:
@@ -147,14 +165,26 @@ def test_core_import_graph_is_acyclic():
 
 
 def test_layer_order():
-    """Each module of ORDER imports only modules listed before it: limits, files, kernel, tasks, config, presets,
-    moments, model, checkpoints, run import nothing above them, train nothing of evalset, evaluate, probes, ...
+    """Each module of ORDER imports only modules listed before it: limits, files, kernel, tasks, params, config,
+    presets, moments, model, checkpoints, run import nothing above them, train nothing of evalset, evaluate, probes, ...
     (which all sit above it)."""
     edges = graph()
     wrong = []
     for i, module in enumerate(ORDER):
         below = {f"interp.{m}" for m in ORDER[:i]}
         wrong += [f"interp.{module} imports {t}" for t in sorted(edges[f"interp.{module}"] - below)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_sweep_package_order():
+    """interp.sweep's modules import only siblings listed before them in SWEEP_ORDER, never the package itself."""
+    edges = graph()
+    assert sorted(f"interp.sweep.{m}" for m in SWEEP_ORDER) == sorted(k for k in edges if k.startswith("interp.sweep."))
+    wrong = []
+    for i, module in enumerate(SWEEP_ORDER):
+        siblings = {t for t in edges[f"interp.sweep.{module}"] if t == "interp.sweep" or t.startswith("interp.sweep.")}
+        below = {f"interp.sweep.{m}" for m in SWEEP_ORDER[:i]}
+        wrong += [f"interp.sweep.{module} imports {t}" for t in sorted(siblings - below)]
     assert not wrong, "\n".join(wrong)
 
 

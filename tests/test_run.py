@@ -244,8 +244,9 @@ def test_trajectory_of_mixed_architectures_is_refused(tmp_path):
     train(CFG, tmp_path / "run", progress=False)
     run = Run(tmp_path / "run")
     run.save_checkpoint(LinearTransformer(ModelConfig(d=2, n_layers=2)), 7)
-    with pytest.raises(CheckpointError, match="in a trajectory of"):
+    with pytest.raises(CheckpointError, match="model.n_layers: 2 in the checkpoint, 1 in the config") as err:
         run.trajectory()
+    assert str(run.checkpoint_path(7)) in str(err.value) and "\n" not in str(err.value)
 
 
 def test_resume_file_without_train_config_still_resumes_and_checks_the_model(tmp_path, monkeypatch):

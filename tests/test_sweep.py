@@ -22,8 +22,10 @@ from interp.sweep import (
     RunSpec,
     SweepError,
     config_from_options,
+    end_table,
     expand,
     load_grid_file,
+    plan,
     run_name,
     run_task,
     sweep,
@@ -251,6 +253,152 @@ def test_local_backend_kill_resume_rerun(tmp_path, reference, capsys):
     assert f"| diag1_uniform5_s0 | done | 40/40 | {states[0].adjusted['mean']:.4g} ± " in out
     assert {p: p.stat().st_mtime_ns for p in (root / "diag1_uniform5_s0").rglob("*")} == stamps
     assert json.loads((root / SWEEP_FILE).read_text())["command"][:2] == ["interp", "sweep"]
+
+
+PLAN_GRID = """
+arch = ["gdpp", "diag"]
+layers = [1, 2]
+noise = ["uniform:1", "categorical:1,3"]
+seeds = [0, 1]
+d = 2
+n = 4
+batch = 8
+steps = 4
+save-every = 2
+checkpoints = 2
+lr = [0.01, 0.005]
+
+[[override]]
+where = { arch = "diag", layers = 2 }
+steps = 6
+init_noise = 0.5
+
+[[override]]
+where = { arch = "gdpp", layers = 2, noise = "categorical:1,3" }
+batch = 0
+"""
+# `interp sweep --dry-run` of PLAN_GRID over a root holding one finished and one unfinished run, as interp/sweep.py
+# planned it before it became a package: the run names, their order and what happens to each.
+PLAN = [
+    "gdpp1_uniform1_s0_lr0.01: done",
+    "gdpp1_uniform1_s0_lr0.005: start",
+    "diag1_uniform1_s0_lr0.01: start",
+    "diag1_uniform1_s0_lr0.005: start",
+    "gdpp2_uniform1_s0_lr0.01: start",
+    "gdpp2_uniform1_s0_lr0.005: start",
+    "diag2_uniform1_s0_lr0.01: start",
+    "diag2_uniform1_s0_lr0.005: start",
+    "gdpp1_cat13_s0_lr0.01: start",
+    "gdpp1_cat13_s0_lr0.005: start",
+    "diag1_cat13_s0_lr0.01: start",
+    "diag1_cat13_s0_lr0.005: start",
+    "gdpp2_cat13_s0_lr0.01: bad setting: batch must be in [1, 268435456], got 0",
+    "gdpp2_cat13_s0_lr0.005: bad setting: batch must be in [1, 268435456], got 0",
+    "diag2_cat13_s0_lr0.01: start",
+    "diag2_cat13_s0_lr0.005: start",
+    "gdpp1_uniform1_s1_lr0.01: start",
+    "gdpp1_uniform1_s1_lr0.005: start",
+    "diag1_uniform1_s1_lr0.01: start",
+    "diag1_uniform1_s1_lr0.005: start",
+    "gdpp2_uniform1_s1_lr0.01: start",
+    "gdpp2_uniform1_s1_lr0.005: start",
+    "diag2_uniform1_s1_lr0.01: start",
+    "diag2_uniform1_s1_lr0.005: start",
+    "gdpp1_cat13_s1_lr0.01: start",
+    "gdpp1_cat13_s1_lr0.005: start",
+    "diag1_cat13_s1_lr0.01: start",
+    "diag1_cat13_s1_lr0.005: start",
+    "gdpp2_cat13_s1_lr0.01: bad setting: batch must be in [1, 268435456], got 0",
+    "gdpp2_cat13_s1_lr0.005: bad setting: batch must be in [1, 268435456], got 0",
+    "diag2_cat13_s1_lr0.01: start",
+    "diag2_cat13_s1_lr0.005: resume at step 6",
+]
+
+
+def test_planning_a_grid_over_a_root_is_unchanged(tmp_path, capsys):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(PLAN_GRID)
+    options, overrides = load_grid_file(grid)
+    by = {s.name: s for s in expand(options, overrides)}
+    root = tmp_path / "root"
+    for name in ("gdpp1_uniform1_s0_lr0.01", "diag2_cat13_s1_lr0.005"):
+        train(by[name].cfg, root / name, progress=False)
+    Run(root / "diag2_cat13_s1_lr0.005").checkpoints()[-1][1].unlink()  # unfinished: its final checkpoint is missing
+    code, out, err = run_cli(capsys, "sweep", "--root", root, "--grid", grid, "--dry-run")
+    assert code == 0, err
+    assert out.splitlines() == [f"{root}/{line}" for line in PLAN] + ["32 runs"]
+    states = {s.spec.name: s for s in plan(list(by.values()), root)}
+    assert [(s.status, s.steps, s.step) for s in states.values()][:3] == [("queued", 4, 4), ("queued", 4, 0)] + [
+        ("queued", 4, 0)
+    ]
+    assert states["diag2_cat13_s1_lr0.005"].step == 6 and states["gdpp2_cat13_s0_lr0.01"].status == "failed"
+    assert by["diag2_uniform1_s0_lr0.005"].options == {
+        "seed": 0,
+        "noise": "uniform:1",
+        "layers": 2,
+        "arch": "diag",
+        "d": 2,
+        "n": 4,
+        "batch": 8,
+        "steps": 6,
+        "save_every": 2,
+        "checkpoints": 2,
+        "lr": 0.005,
+        "init_noise": 0.5,
+    }
+    changed = config_from_options({**by["diag1_uniform1_s0_lr0.01"].options, "steps": 3})
+    train(changed, root / "diag1_uniform1_s0_lr0.01", progress=False)
+    code, _, err = run_cli(capsys, "sweep", "--root", root, "--grid", grid, "--dry-run")
+    assert code == 2 and err == (
+        f"interp sweep: error: {root}/diag1_uniform1_s0_lr0.01: holds a run with steps=3, the sweep asks steps=4; "
+        "use another --root or remove the directory, nothing was started\n"
+    )
+
+
+def test_progress_goes_through_tqdm_on_a_terminal_and_plain_lines_elsewhere(tmp_path):
+    """The live view: a tqdm bar on a terminal (run events printed above it), a plain status line otherwise, events
+    only with progress off; the end table says how many sequences its adjusted loss is on."""
+    import io
+
+    from tqdm.auto import tqdm
+
+    from interp.sweep import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    result = {"status": "done", "adjusted_loss": {"mean": 0.25, "stderr": 0.01}}
+    for stream, live in ((Terminal(), True), (io.StringIO(), True), (io.StringIO(), False)):
+        states = plan(expand({"arch": "diag", "layers": 1, "seed": [0, 1], "d": 4, "n": 8, "steps": 100}), tmp_path)
+        view = Progress(states, tmp_path, {"backend": "local"}, live=live, stream=stream)
+        assert isinstance(view.bar, tqdm) == isinstance(stream, Terminal)
+        view.started(states[0])
+        states[0].step = 50
+        view.tick(force=True)
+        view.finished(states[0], result)
+        view.close()
+        text = stream.getvalue()
+        assert "diag1_uniform5_s0: done (100 steps, adjusted loss 0.25)\n" in text
+        status = "1 done, 0 running, 0 failed, 1 queued |"
+        if not live:
+            assert text == "diag1_uniform5_s0: done (100 steps, adjusted loss 0.25)\n"
+        elif isinstance(stream, Terminal):
+            assert "\r0 done, 1 running, 0 failed, 1 queued |" in text and "50/200 steps" in text and status in text
+        else:  # a log file: whole lines, no carriage return
+            assert "\r" not in text and text.splitlines()[-1].startswith(status + " 100/200 steps, ")
+        assert json.loads((tmp_path / SWEEP_FILE).read_text())["counts"] == {
+            "done": 1,
+            "running": 0,
+            "failed": 0,
+            "queued": 1,
+        }
+    table = end_table(states, 10_000)
+    assert table.splitlines()[0] == "| run | status | steps | adjusted loss on 10 000 sequences |"
+    assert (
+        "| diag1_uniform5_s0 | done | 100/100 | 0.25 ± 0.01 |" in table
+        and "| diag1_uniform5_s1 | queued | 0/100 | – |" in table
+    )
 
 
 @pytest.fixture(scope="module")

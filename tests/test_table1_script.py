@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from interp.config import ModelConfig, TrainConfig
+from interp.evalcache import EvalCache
 from interp.run import Run
 from interp.train import train
 
@@ -61,5 +62,7 @@ def test_discovers_best_of_seeds_and_renders(tmp_path):
     assert "| 1 | DIAG | " in text and "(0.906)" in text and "| – | Bayes floor |" in text
     cells = json.loads(js.read_text())["cells"]
     assert cells["diag1|uniform:5"]["best_seed"] == 1 and cells["diag1|uniform:5"]["seeds"] == [0, 1]
-    cache = json.loads((tmp_path / "c.json").read_text())
-    assert len([k for k in cache if k.startswith("model|")]) == 2  # re-runs read these instead of evaluating
+    cache = EvalCache(tmp_path / "c.json")  # keyed by checkpoint content (interp.evalcache)
+    runs = [e["about"]["run"] for e in cache.entries.values() if "whatever_name" in e["about"]["run"]]
+    assert len(runs) == 2  # re-runs read these instead of evaluating
+    assert "2000 sequences of evaluation seed 0 per model and per baseline" in text

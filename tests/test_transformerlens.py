@@ -1,11 +1,14 @@
 """The model as a TransformerLens user drives it: cache decompositions, every kind of hook, the pattern hook."""
 
+from contextlib import contextmanager
+
 import pytest
 import torch
 from transformer_lens.utilities import Slice
 
 import interp
-from interp.model import LinearAttention, LinearTransformer
+from interp import model as model_module
+from interp.model import LinearAttention, LinearTransformer, hook_detection
 from tests.helpers import random_diag, random_full, small_batch
 
 FIELDS = {"d", "n_layers", "n_heads", "param", "dtype", "init_scale"}
@@ -64,51 +67,202 @@ def test_constructors_return_eval_mode_models():
         assert not any(m.training for m in model.modules())
 
 
-def test_every_kind_of_module_hook_turns_off_the_fast_path():
+def per_token(model, tokens):
+    """ŷ token by token, whatever hook detection says: residual_stream calls every submodule, so their hooks and
+    the global ones run (a hook on the model itself does not: the model is not called)."""
+    return -model.residual_stream(tokens)[-1, :, -1, -1]
+
+
+def value_and_grads(model, fn, tokens):
+    """fn(tokens) and the gradients of its sum in the tokens and every parameter (backward hooks run here)."""
+    tokens = tokens.clone().requires_grad_(True)
+    y = fn(tokens)
+    return y.detach(), *torch.autograd.grad(y.sum(), [tokens, *model.parameters()])
+
+
+def tl_hook(fired, factor):
+    return lambda act, hook: fired.append(hook.name) or act * factor
+
+
+def observe(fired, name):
+    return lambda *args: fired.append(name)
+
+
+@contextmanager
+def registered(*handles):
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+# Every way of hooking the model: name → (register(model, fired) → context giving (call, reference), edits ŷ or ∂ŷ).
+# Inside the context `call(tokens)` is what a user runs, `reference(tokens)` the per-token path under the same hooks.
+# A hook that detection did not see would be bypassed by the hook-free path: `call` would then differ from
+# `reference` (the editing hooks) or the hook would not fire.
+G = torch.nn.modules.module
+
+
+@contextmanager
+def tl_run_with_hooks(model, fired):
+    hooks = [("blocks.0.hook_attn_out", tl_hook(fired, 0.5))]
+
+    def reference(t):
+        with model.hooks(fwd_hooks=hooks):
+            return per_token(model, t)
+
+    yield (lambda t: model.run_with_hooks(t, fwd_hooks=hooks)), reference
+
+
+@contextmanager
+def tl_add_hook(model, fired, dir="fwd"):
+    if dir == "fwd":
+        model.add_hook("blocks.1.attn.hook_stats", tl_hook(fired, 2.0))
+    else:
+        model.add_hook("blocks.0.hook_resid_post", lambda grad, hook: fired.append(hook.name), dir="bwd")
+    try:
+        yield model, lambda t: per_token(model, t)
+    finally:
+        model.reset_hooks()
+
+
+@contextmanager
+def torch_hook(model, fired, register):
+    with registered(register(model, fired)):
+        yield model, lambda t: per_token(model, t)
+
+
+@contextmanager
+def on_the_model(model, fired, kind):
+    if kind == "forward":
+        handle, ref = model.register_forward_hook(lambda m, i, o: fired.append(kind) or 2 * o), lambda t: 2 * t
+    elif kind == "pre":
+        handle, ref = model.register_forward_pre_hook(lambda m, a: fired.append(kind) or (1.5 * a[0],)), None
+    else:
+        handle, ref = model.register_full_backward_hook(observe(fired, kind)), lambda t: t
+    with registered(handle):
+        if ref is None:  # the pre-hook scales the input
+            yield model, lambda t: per_token(model, 1.5 * t)
+        else:
+            yield model, lambda t: ref(per_token(model, t))
+
+
+HOOKINGS = {
+    "TransformerLens run_with_hooks": (tl_run_with_hooks, True),
+    "TransformerLens add_hook": (tl_add_hook, True),
+    "TransformerLens add_hook, backward": (lambda m, f: tl_add_hook(m, f, dir="bwd"), False),
+    "global forward hook": (
+        lambda m, f: torch_hook(
+            m,
+            f,
+            lambda m, f: G.register_module_forward_hook(
+                lambda mod, i, o: f.append("global") or 0.5 * o if mod is m.blocks[0].hook_attn_out else None
+            ),
+        ),
+        True,
+    ),
+    "global forward pre-hook": (
+        lambda m, f: torch_hook(
+            m,
+            f,
+            lambda m, f: G.register_module_forward_pre_hook(
+                lambda mod, a: f.append("global pre") or (2 * a[0],) if mod is m.blocks[1].hook_resid_pre else None
+            ),
+        ),
+        True,
+    ),
+    "global full backward hook": (
+        lambda m, f: torch_hook(m, f, lambda m, f: G.register_module_full_backward_hook(observe(f, "global bwd"))),
+        False,
+    ),
+    "forward hook on a submodule": (
+        lambda m, f: torch_hook(
+            m, f, lambda m, f: m.blocks[0].attn.register_forward_hook(lambda mod, i, o: f.append("fwd") or 0.5 * o)
+        ),
+        True,
+    ),
+    "forward pre-hook on a submodule": (
+        lambda m, f: torch_hook(
+            m,
+            f,
+            lambda m, f: m.blocks[1].attn.register_forward_pre_hook(lambda mod, a: f.append("pre") or (0.5 * a[0],)),
+        ),
+        True,
+    ),
+    "full backward hook on a submodule": (
+        lambda m, f: torch_hook(
+            m, f, lambda m, f: m.blocks[0].hook_resid_post.register_full_backward_hook(observe(f, "bwd"))
+        ),
+        False,
+    ),
+    "forward hook on the model": (lambda m, f: on_the_model(m, f, "forward"), True),
+    "forward pre-hook on the model": (lambda m, f: on_the_model(m, f, "pre"), True),
+    "full backward hook on the model": (lambda m, f: on_the_model(m, f, "backward"), False),
+}
+
+
+@pytest.mark.parametrize("how", HOOKINGS)
+def test_every_way_of_hooking_runs_the_hooks_as_the_per_token_path(how):
+    """A hook however attached runs, and ŷ and its gradients are the per-token path's under it (to 1e-12): hook
+    detection saw it, or (on the model itself) the hook-free path gives it the same input and ŷ. This fails if
+    a torch release hides a hook from interp.model.hook_detection()."""
     model = random_full(d=3, n_layers=2, n_heads=2, scale=0.3)
     tokens = small_batch(batch=3, d=3, n=5).tokens
-    with torch.no_grad():
-        ablated = model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.hook_attn_out", lambda a, hook: 0 * a)])
-    attn = model.blocks[1].attn
-    fired = []
-    registrations = [
-        lambda: attn.register_forward_hook(lambda m, i, o: torch.zeros_like(o)),
-        lambda: attn.register_forward_pre_hook(lambda m, i: fired.append("pre")),
-        lambda: model.blocks[0].hook_resid_post.register_full_backward_hook(lambda m, gi, go: fired.append("bwd")),
-        lambda: torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: fired.append("global")),
-        lambda: torch.nn.modules.module.register_module_forward_pre_hook(lambda m, i: fired.append("global pre")),
-        lambda: torch.nn.modules.module.register_module_full_backward_hook(lambda m, gi, go: None),
-    ]
-    for register in registrations:
-        assert not model._hooks_active()
-        handle = register()
-        try:
-            assert model._hooks_active()
-            out = model(tokens.clone().requires_grad_(True))
-            out.sum().backward()
-        finally:
-            handle.remove()
-        if register is registrations[0]:  # zeroing the attention module's output = zeroing hook_attn_out
-            torch.testing.assert_close(out.detach(), ablated, rtol=1e-12, atol=1e-12)
-    assert {"pre", "bwd", "global", "global pre"} <= set(fired)
+    register, edits = HOOKINGS[how]
+    plain = value_and_grads(model, model, tokens)
     assert not model._hooks_active()
+    fired = []
+    with register(model, fired) as (call, reference):
+        if call is model and "on the model" not in how:  # registered for the whole block: detection must see it
+            assert model._hooks_active(), f"interp.model.hook_detection() does not see a {how}"
+        got = value_and_grads(model, call, tokens)
+        assert fired, f"the {how} did not run"
+        fired.clear()
+        ref = value_and_grads(model, reference, tokens)
+        assert fired or "on the model" in how  # there the reference applies the hook by hand
+    assert not model._hooks_active()
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12 * float(b.abs().max()))
+    if edits:  # a real test: bypassing the hook would change ŷ
+        assert not torch.allclose(got[0], plain[0], rtol=1e-6)
 
 
-def test_a_torch_without_the_global_hook_dicts_takes_the_token_path(monkeypatch):
-    """If torch renames its global hook dicts, the model never bypasses a hook: it runs token by token, warns once,
-    and gives the same prediction."""
-    from interp import model as model_module
+def test_hook_detection_reads_this_torch():
+    """interp.model.hook_detection() sees hooks on this torch without falling back to running every forward token
+    by token: if this fails, a torch release moved its hooks and the detection needs updating (see its docstring)."""
+    detection = hook_detection()
+    assert detection.ok, detection.how
+    assert not detection.any_global()
 
+
+@pytest.mark.parametrize("breakage", ["no global reader", "a global reader blind to hooks", "has_hooks blind"])
+def test_a_torch_whose_hooks_interp_cannot_see_takes_the_token_path(monkeypatch, breakage):
+    """If the detection's self-check misses a hook (a torch release moved them), the model never bypasses a hook:
+    it runs token by token, warns once, and gives the same prediction; hooks it could not see still run."""
     model = random_full(d=3, n_layers=2, n_heads=1, scale=0.3)
     tokens = small_batch(batch=3, d=3, n=5).tokens
     with torch.no_grad():
         fast = model(tokens)
-    monkeypatch.setattr(model_module, "_GLOBAL_HOOK_DICTS", (*model_module._GLOBAL_HOOK_DICTS, "_renamed_hooks"))
-    monkeypatch.setattr(model_module, "_MISSING_WARNED", [False])
-    with pytest.warns(UserWarning, match="token by token"):
-        assert model._hooks_active()
-    with torch.no_grad():
-        torch.testing.assert_close(model(tokens), fast, rtol=1e-10, atol=1e-12)
+    if breakage == "no global reader":
+        monkeypatch.setattr(model_module, "_global_reader", lambda: (None, "gone"))
+    elif breakage == "a global reader blind to hooks":
+        monkeypatch.setattr(model_module, "_global_reader", lambda: ((lambda: False), "stale"))
+    else:
+        monkeypatch.setattr(model_module, "has_hooks", lambda module: False)
+    hook_detection.cache_clear()
+    try:
+        with pytest.warns(UserWarning, match="token by token"):
+            assert model._hooks_active()
+        assert not hook_detection().ok
+        hooks = [("blocks.1.attn.hook_pattern", lambda a, hook: 0 * a), ("blocks.1.hook_attn_out", tl_hook([], 0.5))]
+        with torch.no_grad():
+            torch.testing.assert_close(model(tokens), fast, rtol=1e-10, atol=1e-12)
+            edited = model.run_with_hooks(tokens, fwd_hooks=hooks)
+            with model.hooks(fwd_hooks=hooks):
+                torch.testing.assert_close(edited, per_token(model, tokens), rtol=1e-12, atol=1e-12)
+    finally:
+        hook_detection.cache_clear()
 
 
 @pytest.mark.parametrize("name", ["hook_tokens", "hook_embed", "blocks.0.hook_resid_pre"])

@@ -18,7 +18,7 @@ def add(sub) -> None:
             "views (loss vs layers, per-σ profiles, P/Q heatmaps, prediction after K layers) and interp's probes "
             "(ω's, implicit w against solvers, momentum, implied λ, rescaling and step, FULL-to-DIAG fits, training "
             "and drift curves). "
-            "Results are cached per checkpoint in <run>/report_cache.json."
+            "Results are cached per checkpoint in <run>/report_cache.json, the baselines of each prior with them."
         ),
     )
     p.add_argument(

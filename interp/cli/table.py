@@ -14,8 +14,10 @@ def add(sub) -> None:
         help="Table 1 from trained runs (e.g. an interp sweep root)",
         description=(
             "Discover the runs one level under each ROOT, evaluate the complete ones with the paper's setting "
-            "(d=10, n=20, one head, x ~ N(0, I); cached), take the best seed per cell and print Table 1 with the "
-            "paper's value, each best seed's median and worst sequence, the baseline rows and the Bayes floor."
+            "(d=10, n=20, one head, x ~ N(0, I); cached by checkpoint content), take the best seed per cell and print "
+            "Table 1 with the paper's value, each best seed's median and worst sequence, the baseline rows and the "
+            "Bayes floor on the models' own sequences, and the baselines' tuned parameters. A run whose config.json "
+            "lacks a field the table reads, or whose final checkpoint disagrees with it, is skipped with a warning."
         ),
     )
     p.add_argument("roots", nargs="+", metavar="ROOT", help="directories holding run directories")
@@ -26,13 +28,19 @@ def add(sub) -> None:
     )
     p.add_argument("--seeds", nargs="+", type=int)
     p.add_argument(
-        "--n-seq", type=positive_int("--n-seq"), default=100_000, help="evaluation sequences per model (default 100000)"
+        "--n-seq",
+        type=positive_int("--n-seq"),
+        help="evaluation sequences per model and per baseline, the same for both (default 100000; --quick: 10000)",
     )
     p.add_argument(
         "--baseline-seq",
         type=positive_int("--baseline-seq"),
-        default=1_000_000,
-        help="sequences per baseline (default 1000000)",
+        help="also show the baseline rows on this many sequences (labelled with the count; default: not shown)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a preview on 10000 sequences (marked as such; no mark against the paper where the noise is too large)",
     )
     p.add_argument("--eval-seed", type=int, default=0, help="seed of the evaluation sequences (default 0)")
     p.add_argument("--cache", help="JSON cache of evaluations (default ROOT/table1_evals.json of the first root)")
@@ -66,6 +74,7 @@ def cmd_table(args) -> int:
         args.eval_seed,
         args.cache,
         args.baselines_only,
+        quick=args.quick,
     )
     if args.out:
         atomic_write_text(Path(args.out), text)

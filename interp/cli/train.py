@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from interp.cli import ArgError, device, existing_path, noise_spec, positive_float, positive_int, x_cov_spec
-from interp.limits import MAX_BATCH_ELEMENTS, MAX_D, MAX_HEADS, MAX_LAYERS, MAX_N, MAX_STEPS
 
 
 def add(sub) -> None:
@@ -34,101 +33,22 @@ def add(sub) -> None:
 
 
 def add_run_options(p, many: bool = False) -> None:
-    """The settings of one run; with `many` (interp sweep) each takes a list of values, --seed is also --seeds,
-    and an option not given is absent from the namespace (so a grid file can supply it)."""
+    """The settings of one run, one flag per training option of interp.config.OPTIONS (its help and default are
+    declared there), then --threads. An option not given is absent from the namespace, so that `interp train --resume`
+    knows which were given and a sweep's grid file can supply the others. With `many` (interp sweep) each takes a list
+    of values and its aliases too (--seeds)."""
+    from interp.config import OPTIONS
 
-    def opt(*names, **kw):
+    for opt in OPTIONS.values():
+        kw = dict(dest=opt.key, help=opt.help, default=argparse.SUPPRESS, metavar=opt.metavar)
+        if opt.kind == "choice":
+            kw["choices"] = opt.choices
+        else:
+            kw["type"] = _parser(opt)
         if many:
-            if names[0] == "--seed":
-                names, kw["dest"] = ("--seeds", "--seed"), "seed"
-            if names[0] != "--threads":
-                kw["nargs"] = "+"
-                kw["default"] = argparse.SUPPRESS
-        p.add_argument(*names, **kw)
-
-    opt("--arch", choices=["full", "diag", "gdpp"], default="full", help="parameterization (default full)")
-    opt("--layers", type=positive_int("--layers", MAX_LAYERS), default=4, help="number of layers L (default 4)")
-    opt("--heads", type=positive_int("--heads", MAX_HEADS), default=1, help="heads per layer (default 1, as the paper)")
-    opt("--d", type=positive_int("--d", MAX_D), default=10, help="input dimension d (default 10)")
-    opt("--n", type=positive_int("--n", MAX_N), default=20, help="context length n (default 20)")
-    opt(
-        "--noise",
-        type=noise_spec,
-        default="uniform:5",
-        help="noise prior: fixed:σ, uniform:σ_max or categorical:1,3[;p1,p2] (default uniform:5)",
-    )
-    opt(
-        "--x-cov",
-        type=x_cov_spec,
-        metavar="SPEC",
-        help="covariance Λ of the inputs, x ~ N(0, Λ) (Zhang, Frei & Bartlett 2024): diag:λ1,...,λd or a .json "
-        "file holding a d×d matrix (default I)",
-    )
-    opt("--seed", type=int, default=0, help="seed of init and data (default 0)")
-    opt(
-        "--preset",
-        choices=["fast", "paper"],
-        default="fast",
-        help="fast: one-cycle schedule tuned here (default); paper: Adam 1e-4, 200 000 steps",
-    )
-    opt("--steps", type=positive_int("--steps", MAX_STEPS), help="training steps (default from --preset)")
-    opt(
-        "--batch",
-        type=positive_int("--batch", MAX_BATCH_ELEMENTS),
-        default=2048,
-        help="sequences per step (default 2048)",
-    )
-    opt("--lr", type=positive_float("--lr"), help="(peak) learning rate (default from --preset)")
-    opt("--schedule", choices=["onecycle", "constant"], help="lr schedule (default from --preset)")
-    opt(
-        "--clip",
-        type=positive_float("--clip", allow_zero=True),
-        default=1.0,
-        help="gradient-norm clip, 0 for none (default 1.0)",
-    )
-    opt(
-        "--guard",
-        choices=["robust", "none"],
-        default="robust",
-        help="robust (default): a sequence whose prediction blows up is left out of its batch when its loss "
-        "overflows, and log-compressed above 100·d; none: plain ½·MSE, stop on overflow",
-    )
-    opt(
-        "--stress",
-        type=positive_float("--stress", allow_zero=True),
-        metavar="FRAC",
-        help="fraction of each batch drawn with x, x_t and the noise --stress-scale times larger, importance-"
-        "weighted so the loss is unchanged in expectation: deep FULL models meet the rare large contexts they "
-        "diverge on (default from --preset)",
-    )
-    opt(
-        "--stress-scale",
-        type=positive_float("--stress-scale"),
-        metavar="C",
-        help="scale of the stressed sequences (default from --preset: 1.4, FULL-7 1.25)",
-    )
-    opt(
-        "--checkpoints",
-        type=positive_int("--checkpoints"),
-        default=30,
-        help="checkpoints on a geometric schedule from step 0 to the end (default 30)",
-    )
-    opt(
-        "--save-every",
-        type=positive_int("--save-every", MAX_STEPS),
-        default=500,
-        help="steps between saves of the resume state (default 500)",
-    )
-    opt("--init", type=existing_path, metavar="CKPT", help="start from this checkpoint or run directory")
-    opt(
-        "--init-noise",
-        type=positive_float("--init-noise", allow_zero=True),
-        default=0.0,
-        help="std of a Gaussian perturbation added to --init weights (default 0)",
-    )
-    opt("--dtype", choices=["float32", "float64"], default="float32")
-    opt("--device", type=device, default="cpu", help="torch device (default cpu; cuda on a GPU machine)")
-    opt(
+            kw["nargs"] = "+"
+        p.add_argument(*(opt.aliases if many else ()), opt.flag, **kw)
+    p.add_argument(
         "--threads",
         type=positive_int("--threads", 1024),
         default=1,
@@ -136,54 +56,34 @@ def add_run_options(p, many: bool = False) -> None:
     )
 
 
-# Options that define a run: with --resume, each one given must match the run (its resolved config).
-RUN_OPTIONS = {
-    "arch": lambda c: c.model.param,
-    "layers": lambda c: c.model.n_layers,
-    "heads": lambda c: c.model.n_heads,
-    "d": lambda c: c.model.d,
-    "n": lambda c: c.n,
-    "noise": lambda c: c.noise,
-    "seed": lambda c: c.seed,
-    "preset": lambda c: c.preset,
-    "steps": lambda c: c.steps,
-    "batch": lambda c: c.batch,
-    "lr": lambda c: c.lr,
-    "schedule": lambda c: c.schedule,
-    "clip": lambda c: c.clip or 0.0,
-    "checkpoints": lambda c: c.n_checkpoints,
-    "save-every": lambda c: c.resume_every,
-    "init": lambda c: c.init,
-    "init-noise": lambda c: c.init_noise,
-    "dtype": lambda c: c.model.dtype,
-    "device": lambda c: c.device,
-    "guard": lambda c: c.guard,
-    "x-cov": lambda c: c.x_cov,
-    "stress": lambda c: c.stress,
-    "stress-scale": lambda c: c.stress_scale,
-}
+def _parser(opt):
+    """The argparse type reading `opt`'s flag (interp.config.Option.kind)."""
+    if opt.kind == "count":
+        return positive_int(opt.flag, opt.maximum) if opt.maximum else positive_int(opt.flag)
+    if opt.kind == "number":
+        return positive_float(opt.flag, allow_zero=opt.zero)
+    kinds = {"int": int, "noise": noise_spec, "x_cov": x_cov_spec, "path": existing_path, "device": device}
+    return kinds[opt.kind]
 
 
 def cmd_train(args) -> int:
     import torch
 
-    from interp.config import covariance_spec, describe_covariance
+    from interp.config import OPTIONS, config_from_options, covariance_spec
     from interp.presets import resolve
-    from interp.run import Run
-    from interp.sweep import OPTIONS, config_from_options
+    from interp.run import Run, load
     from interp.train import TrainingDiverged, train
 
     torch.set_num_threads(args.threads)
+    given = {k: v for k, v in vars(args).items() if k in OPTIONS}  # the parser leaves out an option not given
     if args.resume:
         run = Run(args.resume)
         cfg = resolve(run.config())
-        for name, value_of in RUN_OPTIONS.items():
-            given = getattr(args, name.replace("-", "_"), None)
-            if _given(args, name) and hasattr(args, name.replace("-", "_")) and not _same(name, given, value_of(cfg)):
-                stored = describe_covariance(value_of(cfg)) if name == "x-cov" else value_of(cfg)
+        for key, opt in OPTIONS.items():  # each option given must ask for what the run has
+            if key in given and not opt.agrees(given[key], opt.of(cfg)):
                 raise ArgError(
-                    f"--{name}: {given} does not match the run being resumed "
-                    f"({args.resume} has {stored}); --resume continues a run unchanged"
+                    f"{opt.flag}: {given[key]} does not match the run being resumed "
+                    f"({args.resume} has {opt.describe(opt.of(cfg))}); --resume continues a run unchanged"
                 )
         if args.out and os.path.realpath(args.out) != os.path.realpath(args.resume):
             raise ArgError(f"--out: {args.out} is not the run being resumed ({args.resume}); drop --out")
@@ -192,18 +92,18 @@ def cmd_train(args) -> int:
         if not args.out:
             raise ArgError("--out: required (or --resume RUN_DIR)")
         run_dir = _check_out_dir(args.out)
-        if args.init:
-            from interp.run import load
-
-            src = load(args.init)
-            if src.cfg.d != args.d:
-                raise ArgError(f"--d: {args.d} does not match --init {args.init} (d={src.cfg.d})")
-            if src.cfg.n_layers != args.layers:
-                raise ArgError(f"--layers: {args.layers} does not match --init {args.init} ({src.cfg.n_layers} layers)")
-        dims = len(covariance_spec(args.x_cov)) if args.x_cov else args.d
-        if dims != args.d:
-            raise ArgError(f"--x-cov: {args.x_cov} is {dims}×{dims} but --d is {args.d}")
-        cfg = config_from_options({k: v for k, v in vars(args).items() if k in OPTIONS})
+        d, layers = (given.get(k, OPTIONS[k].default) for k in ("d", "layers"))
+        if given.get("init"):
+            src = load(given["init"])
+            if src.cfg.d != d:
+                raise ArgError(f"--d: {d} does not match --init {given['init']} (d={src.cfg.d})")
+            if src.cfg.n_layers != layers:
+                raise ArgError(f"--layers: {layers} does not match --init {given['init']} ({src.cfg.n_layers} layers)")
+        x_cov = given.get("x_cov")
+        dims = len(covariance_spec(x_cov)) if x_cov else d
+        if dims != d:
+            raise ArgError(f"--x-cov: {x_cov} is {dims}×{dims} but --d is {d}")
+        cfg = config_from_options(given)
     try:
         result = train(cfg, run_dir, resume=bool(args.resume), progress=not args.no_progress)
     except TrainingDiverged as err:
@@ -217,20 +117,6 @@ def cmd_train(args) -> int:
         return 0
     _print_train_summary(result)
     return 0
-
-
-def _same(name: str, given, stored) -> bool:
-    if name == "noise":
-        from interp.tasks import as_prior
-
-        return as_prior(given) == as_prior(stored)
-    if name == "init":
-        return stored is not None and os.path.realpath(given) == os.path.realpath(stored)
-    if name == "x-cov":
-        from interp.config import covariance_spec
-
-        return covariance_spec(given) == stored
-    return given == stored
 
 
 def _check_out_dir(out: str) -> Path:
@@ -251,11 +137,6 @@ def _check_out_dir(out: str) -> Path:
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise ArgError(f"--out: {existing} is not a writable directory")
     return run.path
-
-
-def _given(args, name: str) -> bool:
-    """Whether --name was on the command line (not just its default); the parser takes no abbreviations."""
-    return any(a == f"--{name}" or a.startswith(f"--{name}=") for a in args.argv)
 
 
 SUMMARY_SEED = 12_345  # the end-of-run evaluation sequences (fresh: training never draws this seed's stream)

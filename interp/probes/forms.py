@@ -119,7 +119,7 @@ def diag_layer_matrices(omega: Float[Tensor, "4"], d: int, heads: int = 2) -> tu
 
 def layer_omegas(model: LinearTransformer) -> tuple[Float[Tensor, "L 4"], str]:
     """ω's per layer: from the weights for DIAG / GD++ ("weights"), the DIAG projection for FULL ("projection")."""
-    if model.cfg.param == "full":
+    if not model.arch.has_omegas:
         return diag_projection(model.P.detach(), model.Q.detach()).omega, "projection"
     return model.omegas().stack().detach().double(), "weights"
 

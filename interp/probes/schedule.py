@@ -111,7 +111,7 @@ def unablated(model: LinearTransformer) -> LinearTransformer:
     """The model rebuilt exactly as block_zeroed builds its ablations (a float64 DIAG from its ω's; FULL with a zero
     partner per head), so that a difference between the two is the ablation and nothing else."""
     model = as_float64(model)
-    if model.cfg.param != "full":
+    if model.arch.has_omegas:
         return LinearTransformer.from_omegas(_omegas(model), model.cfg.d)
     P, Q = _padded(model.P.detach(), model.Q.detach())
     return LinearTransformer.from_matrices(P, Q, dtype="float64")
@@ -126,7 +126,7 @@ def block_zeroed(model: LinearTransformer, layer: int, block: str) -> LinearTran
     if not 0 <= layer < L:
         raise ValueError(f"layer must be in [0, {L}), got {layer}")
     ER, EC = block_masks(d, block)
-    if model.cfg.param != "full":
+    if model.arch.has_omegas:
         omega = _omegas(model).clone()
         omega[layer, BLOCKS.index(block)] = 0.0
         return LinearTransformer.from_omegas(omega, d)

@@ -304,7 +304,7 @@ def probe_model(
             oracle_by_sigma=centers**2,
         ),
         omegas=LayerOmegas(omega_source, list(OMEGA_NAMES), omega),
-        lemma44=Lemma44Check(worst["lemma44_recursion_error"], model.cfg.param != "full"),
+        lemma44=Lemma44Check(worst["lemma44_recursion_error"], model.arch.has_omegas),
         momentum=MomentumSummary(mean("u_norm"), mean("align"), mean("align_next")),
         rescaling=SigmaCurve(centers, by_sigma(c["rescaling"], masks)),
         effective_step=SigmaCurve(centers, by_sigma(c["effective_step"], masks)),

@@ -1,8 +1,10 @@
 """What the report shows, gathered from checkpoints: evaluation, per-layer curves, weights, probes, trajectories.
 
-Each model's record is cached next to its checkpoint (`<run>/report_cache.json`), keyed by the
-checkpoint file's SHA-256, the settings and REPORT_VERSION, so a second report over the same models
-only re-reads small JSON files. Baseline curves are computed once per noise prior (cheap).
+Each model's record is cached next to its checkpoint (`<run>/report_cache.json`) under the shared key of
+interp.evalcache (the checkpoint file's SHA-256, its sequences, the evaluation code's version) with the settings and
+REPORT_VERSION, so a second report over the same models, or over a copy of them, only re-reads small JSON files.
+The baselines are computed once per noise prior and cached in the same files of that prior's models, keyed by
+what determines them (`_baseline_key`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from interp.config import Matrix, describe_covariance
+from interp.evalcache import EvalCache, cache_key
 from interp.evalset import EvalSet
 from interp.evaluate import (
     LossEstimate,
@@ -25,11 +28,10 @@ from interp.evaluate import (
     sigma_grid,
     sigma_profile,
 )
-from interp.files import CheckpointError, atomic_write_text, read_regular_file
-from interp.limits import MAX_TEXT_BYTES
+from interp.files import CheckpointError
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
-from interp.run import Run, load_with_meta, resolve_model
+from interp.run import Run, checkpoint_sha256, load_with_meta, resolve_model
 from interp.tasks import as_prior
 
 REPORT_VERSION = 3  # 2: probe sequences drawn by interp.evalset (the same for any chunk size); 3: layer schedule
@@ -169,7 +171,7 @@ def unique_labels(entries: list[Entry]) -> None:
 
 # ---------------------------------------------------------------------------- per-model record
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return checkpoint_sha256(path)  # bounded read of a regular file
 
 
 def _cache_path(entry: Entry) -> Path:
@@ -177,36 +179,22 @@ def _cache_path(entry: Entry) -> Path:
 
 
 def _cache_key(entry: Entry, settings: Settings, digest: str) -> str:
-    blob = json.dumps(
-        {
-            "v": REPORT_VERSION,
-            "ckpt": entry.checkpoint.name,
-            "sha": digest,
-            "noise": entry.noise,
-            "n": entry.n,
-            **({} if entry.x_cov is None else {"x_cov": entry.x_cov}),  # keys of runs on x ~ N(0, I) stay as they were
-            "settings": asdict(settings),
-        },
-        sort_keys=True,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+    """The evaluation cache's key (interp.evalcache.cache_key): the checkpoint's digest, the sequences of the record's
+    loss on the prior, the evaluation code's version, and the rest of what the record measures (REPORT_VERSION and
+    the settings of the other measurements)."""
+    on_prior = EvalSet(entry.noise, d=entry.d, n=entry.n, n_seq=settings.n_seq, seed=settings.seed, x_cov=entry.x_cov)
+    return cache_key(digest, on_prior, kind="report", report_version=REPORT_VERSION, settings=asdict(settings))
 
 
 def _read_cache(path: Path) -> dict:
-    try:
-        data = json.loads(read_regular_file(path, MAX_TEXT_BYTES, "report cache"))  # never blocks on a FIFO
-        return data if isinstance(data, dict) and data.get("format") == "interp-report-cache" else {}
-    except (OSError, ValueError, RecursionError):
-        return {}
+    """{"records": key -> record} of a per-run cache file (interp.evalcache's format: bounded read, every record
+    checked against its digest; an edited record or a file that is no cache is left out with a warning)."""
+    return {"records": EvalCache(path, strict=False).values()}
 
 
 def _write_cache(path: Path, key: str, record: dict) -> None:
-    data = _read_cache(path)
-    records = {k: v for k, v in data.get("records", {}).items() if k != key}
-    records[key] = record
-    records = dict(list(records.items())[-CACHE_KEEP:])
     try:
-        atomic_write_text(path, json.dumps({"format": "interp-report-cache", "records": records}, allow_nan=False))
+        EvalCache(path, strict=False, keep=CACHE_KEEP, log=None).put(key, record)  # atomic, merged
     except OSError:
         pass  # a read-only model directory: the report still works, it only recomputes next time
 
@@ -300,6 +288,52 @@ def baseline_record(
         on_prior.describe().get("x_cov"),
     )
     return BaselineRecord.from_json(rec.to_json())
+
+
+BASELINE_VERSION = 1  # bump when what baseline_record computes changes in a way the source digest cannot see
+BASELINE_SOURCES = ("baselines.py", "tuning.py", "spectral.py", "evaluate.py", "evalset.py", "tasks.py", "data")
+
+
+def _baseline_key(noise: str, settings: Settings, d: int, n: int, x_cov: Matrix | None) -> str:
+    """The cache key of one prior's baselines: the prior, d, n, Λ, the sequences (counts, seed, σ grid) and a code
+    version: BASELINE_VERSION and a digest of the modules that compute them and of the shipped tuned parameters."""
+    root, code = Path(__file__).resolve().parents[1], hashlib.sha256()
+    for name in BASELINE_SOURCES:
+        for path in sorted((root / name).rglob("*.json")) if (root / name).is_dir() else [root / name]:
+            code.update(path.read_bytes() if path.is_file() else b"-")
+    s = settings
+    blob = json.dumps(
+        {
+            "v": BASELINE_VERSION,
+            "code": code.hexdigest(),
+            "noise": as_prior(noise).spec,
+            "d": d,
+            "n": n,
+            "x_cov": x_cov,
+            "seq": [s.n_seq, s.profile_seq, s.seed, s.sigma_step],
+        },
+        sort_keys=True,
+    )
+    return "baselines-" + hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def cached_baseline_record(
+    noise: str, settings: Settings, d: int, n: int, x_cov: Matrix | None, entries: list[Entry], use_cache: bool = True
+) -> tuple[BaselineRecord, bool]:
+    """(baseline_record, whether it came from the cache): read from the report cache of any of `entries` (the
+    prior's models) that holds it, else computed and written to all of theirs."""
+    key = _baseline_key(noise, settings, d, n, x_cov)
+    paths = list(dict.fromkeys(_cache_path(e) for e in entries))
+    if use_cache:
+        for path in paths:
+            hit = _read_cache(path).get("records", {}).get(key)
+            if hit is not None:
+                return BaselineRecord.from_json(hit), True
+    rec = baseline_record(noise, settings, d, n, x_cov=x_cov)
+    if use_cache:
+        for path in paths:
+            _write_cache(path, key, rec.to_json())
+    return rec, False
 
 
 # ---------------------------------------------------------------------------- training trajectories
@@ -481,11 +515,13 @@ def gather(
         timings[e.label] = time.perf_counter() - t0
         say(f"{e.label}: {'cached' if records[e.label].cached else f'{timings[e.label]:.1f} s'}")
     t0 = time.perf_counter()
-    base = {}
+    base, hits = {}, 0
     for prior, (d, n, x_cov) in task_sizes.items():
-        base[prior] = baseline_record(prior, settings, d, n, x_cov=x_cov)
+        mine = [e for e in entries if e.noise == prior]
+        base[prior], hit = cached_baseline_record(prior, settings, d, n, x_cov, mine, use_cache)
+        hits += hit
     timings["baselines"] = time.perf_counter() - t0
-    say(f"baselines: {timings['baselines']:.1f} s")
+    say(f"baselines: {timings['baselines']:.1f} s" + (" (cached)" if hits == len(base) else ""))
     curves = {e.label: training_curve(e) for e in entries}
     t0 = time.perf_counter()
     drift = (

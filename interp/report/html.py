@@ -13,8 +13,9 @@ from plotly.offline import get_plotlyjs
 
 from interp.config import inputs_suffix
 from interp.evaluate import paper_value
+from interp.report import figures
 from interp.report.data import BASELINES, ReportData
-from interp.report.figures import Panel, interp_panels, paper_panels, trajectory_panels
+from interp.report.figures import Panel
 from interp.report.style import ARCH_COLOR, ARCH_NAME, BASELINE_STYLE, FONT
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -195,12 +196,10 @@ def _panel_html(p: Panel) -> str:
     return "\n".join(parts)
 
 
-def sections(data: ReportData) -> list[tuple[str, str, list[Panel]]]:
-    return [
-        ("paper", "The paper's views", paper_panels(data)),
-        ("probes", "What interp finds inside", interp_panels(data)),
-        ("training", "Over training", trajectory_panels(data)),
-    ]
+def sections(data: ReportData, only=None) -> list[tuple[str, str, list[Panel]]]:
+    """(section id, heading, panels) of every view registered in interp.report.figures (those named in `only`,
+    where given), in order."""
+    return figures.sections(data, only)
 
 
 def _short(path: str) -> str:
@@ -211,9 +210,10 @@ def _short(path: str) -> str:
         return path
 
 
-def render(data: ReportData, title: str = "interp report") -> str:
-    """The whole report as one HTML string (no network needed to open it)."""
-    secs = sections(data)
+def render(data: ReportData, title: str = "interp report", only=None) -> str:
+    """The whole report as one HTML string (no network needed to open it); `only`: the names of the view functions
+    to draw (default: all)."""
+    secs = [s for s in sections(data, only) if s[2]]
     toc = ['<nav><h2>Contents</h2><a href="#summary">Summary table</a>']
     for sid, name, panels in secs:
         toc.append(f"<h2>{html.escape(name)}</h2>")
@@ -224,7 +224,7 @@ def render(data: ReportData, title: str = "interp report") -> str:
         f'<div class="card">{_summary_html(data)}</div></section>'
     ]
     for sid, name, panels in secs:
-        body.append(f'<section id="{sid}"><h2>{html.escape(name)}</h2>')
+        body.append(f'<section id="section-{sid}"><h2>{html.escape(name)}</h2>')  # panel ids may be "training"
         body += [_panel_html(p) for p in panels]
         body.append("</section>")
     s = data.settings

@@ -1,4 +1,5 @@
-"""One look for every figure: colours per architecture (shaded by depth), baselines as grey-ish lines."""
+"""One look for every figure: colours per architecture (shaded by depth), baselines as grey-ish lines, and one
+marker symbol (or line dash) per noise prior, so that runs of the same architecture and depth on two priors differ."""
 
 from __future__ import annotations
 
@@ -12,11 +13,17 @@ BASELINE_STYLE = {  # name -> (label, colour, dash)
     "tunedrr": ("TunedRR", "#9C6B4E", "dashdot"),
     "bayes": ("Bayes floor", "#1A1A1A", "solid"),
 }
+# At one fixed σ the Bayes predictor of the prior is no floor (ConstRR beats it at σ = 3 on uniform:5): only on
+# average over the prior is it optimal. The per-σ views name it so.
+FIXED_SIGMA_LABEL = {"bayes": "Bayes (prior optimum)"}
 FONT = "Inter, 'Helvetica Neue', Helvetica, Arial, sans-serif"
 BAND = "rgba(120, 120, 120, 0.12)"  # the in-distribution σ range
 BAND_STRONG = "rgba(120, 120, 120, 0.25)"  # narrow bands at the σ values of a categorical prior
 LAYER_DASH = ["dot", "dash", "dashdot", "longdash"]
+PRIOR_SYMBOL = ["circle", "diamond", "square", "triangle-up", "cross", "x"]  # the report's priors, in order
+PRIOR_DASH = ["solid", "dash", "dot", "dashdot", "longdash"]  # the same, for views drawn with lines only
 MENU_ROOM = 40  # px above the plot for a row of buttons (groups.depth_menu)
+MARGIN = dict(l=70, r=30, t=50, b=60)  # px around the plotting area (more on top for buttons, below for a legend)
 
 
 def _mix(hex_color: str, t: float) -> str:
@@ -35,9 +42,10 @@ def model_color(arch: str, n_layers: int, depths: list[int]) -> str:
     return _mix(ARCH_COLOR.get(arch, "#555555"), 0.55 * (1 - rank / (len(depths) - 1)))
 
 
-def ramp(arch: str, k: int, count: int) -> str:
-    """k-th of `count` shades of the architecture colour, light to full (per-layer curves)."""
-    return _mix(ARCH_COLOR.get(arch, "#555555"), 0.7 * (1 - k / max(count - 1, 1)) if count > 1 else 0.0)
+def ramp(arch: str, k: int, count: int, light: float = 0.7) -> str:
+    """k-th of `count` shades of the architecture colour, from `light` toward white to full (per-layer curves; text
+    takes a smaller `light` to stay legible)."""
+    return _mix(ARCH_COLOR.get(arch, "#555555"), light * (1 - k / max(count - 1, 1)) if count > 1 else 0.0)
 
 
 def layer_dash(l: int, L: int) -> str:
@@ -45,14 +53,30 @@ def layer_dash(l: int, L: int) -> str:
     return "solid" if l == L else LAYER_DASH[(l - 1) % len(LAYER_DASH)]
 
 
+def prior_symbol(noise: str, priors: list[str]) -> str:
+    """The marker symbol of a run trained on `noise` among the report's priors (in their order)."""
+    return PRIOR_SYMBOL[priors.index(noise) % len(PRIOR_SYMBOL)] if noise in priors else PRIOR_SYMBOL[0]
+
+
+def prior_dash(noise: str, priors: list[str]) -> str:
+    """The line dash of a run trained on `noise`, for views that draw lines without markers."""
+    return PRIOR_DASH[priors.index(noise) % len(PRIOR_DASH)] if noise in priors else PRIOR_DASH[0]
+
+
+def plot_height(height: int) -> int:
+    """Pixel height of the plotting area of a figure of `height` (apply_theme adds the room for buttons and a legend
+    below to the figure's height and margins alike, so it leaves this unchanged)."""
+    return height - MARGIN["t"] - MARGIN["b"]
+
+
 def apply_theme(fig: go.Figure, height: int = 420) -> go.Figure:
-    top = 50 + (MENU_ROOM if fig.layout.updatemenus else 0)  # buttons sit above the subplot titles
-    height += top - 50
+    top = MARGIN["t"] + (MENU_ROOM if fig.layout.updatemenus else 0)  # buttons sit above the subplot titles
+    height += top - MARGIN["t"]
     fig.update_layout(
         template="plotly_white",
         height=height,
         font=dict(family=FONT, size=13, color="#222"),
-        margin=dict(l=70, r=30, t=top, b=60),
+        margin=dict(MARGIN, t=top),
         hoverlabel=dict(font=dict(family=FONT, size=12)),
         legend=dict(
             font=dict(size=12),
@@ -73,13 +97,14 @@ def apply_theme(fig: go.Figure, height: int = 420) -> go.Figure:
         exponentformat="power",
     )
     fig.update_xaxes(exponentformat="power")
-    fig.update_annotations(font=dict(family=FONT, size=14))
+    fig.update_annotations(font=dict(family=FONT))
+    fig.update_annotations(font=dict(size=14), selector=dict(xref="paper"))  # subplot titles; data labels keep theirs
     entries = sum(1 for t in fig.data if t.showlegend is not False and t.name)
     if entries > 10:  # a long legend would scroll beside the plot: lay it out in rows below instead
         rows = -(-entries // 6)
         fig.update_layout(
-            height=height + 26 * rows,
-            margin=dict(b=70 + 26 * rows),
+            height=height + 10 + 26 * rows,  # the plotting area keeps its height (plot_height)
+            margin=dict(b=MARGIN["b"] + 10 + 26 * rows),
             legend=dict(orientation="h", yref="container", y=0.005, yanchor="bottom", x=0, xanchor="left"),
         )
     return fig

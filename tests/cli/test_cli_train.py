@@ -4,7 +4,7 @@ import pytest
 
 from interp import checkpoints as ck
 from interp.run import Run
-from tests.helpers import random_full, run_cli
+from tests.helpers import random_diag, random_full, run_cli
 
 
 @pytest.fixture
@@ -141,3 +141,111 @@ def test_resuming_a_finished_run_says_so_and_recomputes_nothing(capsys, tmp_path
         assert "already finished at step 20" in out and f"{recorded:.4f}" in out and "nan" not in out
         assert "eval on" not in out  # nothing recomputed
         assert {p.name: p.read_bytes() for _, p in Run(run_dir).checkpoints()} == before
+
+
+def _sample(opt, tmp_path) -> list[str]:
+    """Two valid values of an option on the command line."""
+    if opt.key == "stress_scale":
+        return ["1.5", "1.25"]  # in (1, 4]
+    if opt.kind == "choice":
+        return [opt.choices[0], opt.choices[-1]]
+    if opt.kind == "path":
+        for name in ("a", "b"):
+            (tmp_path / name).write_text("")
+        return [str(tmp_path / "a"), str(tmp_path / "b")]
+    return {
+        "count": ["3", "2"],
+        "int": ["-2", "5"],
+        "number": ["0.5", "0.25"],
+        "noise": ["fixed:1", "uniform:2"],
+        "x_cov": ["diag:1,2", "diag:2,1"],
+        "device": ["cpu", "cpu:0"],
+    }[opt.kind]
+
+
+def test_every_option_has_one_flag_in_train_and_sweep_with_its_declared_default(tmp_path):
+    """Both parsers come from interp.config.OPTIONS: each option's flag (and in the sweep its aliases) parses, to a
+    value per run in `interp train`, a list in `interp sweep`; an option not given is left out, so the run gets the
+    field's declared default."""
+    from interp.cli import build_parser
+    from interp.config import OPTIONS, TrainConfig, config_from_options
+
+    parser = build_parser()
+    args = parser.parse_args(["train", "--out", "r"])
+    assert not set(vars(args)) & set(OPTIONS) and args.threads == 1
+    assert config_from_options({k: v for k, v in vars(args).items() if k in OPTIONS}) == TrainConfig()
+    args = parser.parse_args(["sweep", "--root", "r"])
+    assert not set(vars(args)) & set(OPTIONS) and args.threads == 1
+    for key, opt in OPTIONS.items():
+        one, two = _sample(opt, tmp_path)
+        args = vars(parser.parse_args(["train", "--out", "r", opt.flag, one]))
+        assert args[key] == _parsed(one) and not set(args) & set(OPTIONS) - {key}, opt.flag
+        dims = {"d": 2} if key == "x_cov" else {}  # (a 2×2 Λ)
+        assert opt.of(config_from_options({**dims, key: args[key]})) == opt.to_field(args[key])
+        for flag in (opt.flag, *opt.aliases):
+            assert vars(parser.parse_args(["sweep", "--root", "r", flag, one, two]))[key] == [
+                _parsed(one),
+                _parsed(two),
+            ]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train", "--out", "r", "--seeds", "1"])  # --seeds is the sweep's
+
+
+def _parsed(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def test_resume_refuses_each_option_that_differs_and_takes_the_same_values(capsys, tmp_path):
+    """`interp train --resume RUN --flag value`, for every option: the run's own value (in any spelling of it) resumes,
+    another is refused in one line naming the flag. The old flag spellings (--arch, --checkpoints, --save-every)
+    are the options' flags."""
+    from interp.config import OPTIONS
+
+    init = tmp_path / "init.safetensors"
+    ck.save_checkpoint(init, random_diag(d=2, n_layers=1), 0)
+    other = tmp_path / "other.safetensors"
+    other.write_bytes(init.read_bytes())
+    argv = ["--arch", "diag", "--layers", "1", "--d", "2", "--n", "4", "--batch", "8", "--steps", "5"]
+    argv += ["--save-every", "1", "--checkpoints", "2", "--x-cov", "diag:1,2", "--init", init, "--dtype", "float64"]
+    code, _, err = run_cli(capsys, "train", *argv, "--no-progress", "--out", tmp_path / "run")
+    assert code == 0, err
+    # (the run's value, another); lr, schedule, stress and stress-scale as the fast preset resolves them for DIAG-1
+    values = {
+        "d": ("2", "3"),
+        "layers": ("1", "2"),
+        "heads": ("1", "2"),
+        "arch": ("diag", "gdpp"),
+        "dtype": ("float64", "float32"),
+        "noise": ("uniform:5.0", "uniform:4"),
+        "n": ("4", "5"),
+        "seed": ("0", "1"),
+        "preset": ("fast", "paper"),
+        "steps": ("5", "6"),
+        "batch": ("8", "16"),
+        "lr": ("0.01", "0.02"),
+        "schedule": ("onecycle", "constant"),
+        "clip": ("1", "0"),
+        "guard": ("robust", "none"),
+        "checkpoints": ("2", "3"),
+        "save_every": ("1", "2"),
+        "init": (init, other),
+        "init_noise": ("0", "0.5"),
+        "device": ("cpu", "cpu:0"),
+        "x_cov": ("diag:1,2", "diag:2,1"),
+        "stress": ("0", "0.25"),
+        "stress_scale": ("1.4", "1.25"),
+    }
+    assert set(values) == set(OPTIONS)
+    same = [a for key, (v, _) in values.items() for a in (OPTIONS[key].flag, v)]
+    code, out, err = run_cli(capsys, "train", "--resume", tmp_path / "run", *same, "--no-progress")
+    assert code == 0 and "already finished at step 5" in out, err
+    for key, (_, differs) in values.items():
+        flag = OPTIONS[key].flag
+        code, _, err = run_cli(capsys, "train", "--resume", tmp_path / "run", flag, differs)
+        assert code == 2 and err.count("\n") == 1, (flag, err)
+        assert err.startswith(f"interp train: error: {flag}: ") and "does not match the run being resumed" in err, err

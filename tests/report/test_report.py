@@ -1,10 +1,12 @@
-"""interp report: one self-contained HTML file, every section, labelled axes, cached records, the CLI shell."""
+"""interp report: one self-contained HTML file, every section, labelled axes, unique ids, cached records and
+baselines, the CLI shell."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -63,7 +65,13 @@ def _axes(fig):
     return {k: v for k, v in layout.items() if re.fullmatch(r"[xy]axis\d*", k)}
 
 
+def _titled(axis: dict) -> bool:
+    return bool((axis.get("title") or {}).get("text"))
+
+
 def test_every_axis_labelled_and_every_trace_hovers(report):
+    """Every x axis in use has a title, and so does the leftmost y axis in use of every row of panels (a panel beside
+    it may leave its y title out: side by side, a second title would reach into the panel on its left)."""
     from interp.report.html import sections
 
     _, data, _ = report
@@ -72,12 +80,67 @@ def test_every_axis_labelled_and_every_trace_hovers(report):
     for p in panels:
         assert p.figure is not None, f"{p.id}: {p.note}"
         used = {t.xaxis or "x" for t in p.figure.data} | {t.yaxis or "y" for t in p.figure.data}
-        for name, axis in _axes(p.figure).items():
-            short = name.replace("axis", "")
-            if short in used:
-                assert (axis.get("title") or {}).get("text"), f"{p.id}: {name} has no title"
+        axes = {name.replace("axis", ""): axis for name, axis in _axes(p.figure).items()}
+        rows: dict[tuple, list] = {}
+        for short, axis in axes.items():
+            if short not in used or axis.get("visible") is False:
+                continue
+            if short.startswith("x"):
+                assert _titled(axis), f"{p.id}: {short} has no title"
+            else:
+                x0 = axes.get(axis.get("anchor") or "x", {}).get("domain", [0, 1])[0]
+                rows.setdefault(tuple(axis.get("domain", [0, 1])), []).append((x0, short, axis))
+        for row in rows.values():
+            _, short, axis = min(row, key=lambda r: r[0])
+            assert _titled(axis), f"{p.id}: {short}, the leftmost y axis of its row, has no title"
         for t in p.figure.data:
             assert t.hovertemplate, f"{p.id}: a trace without hover text"
+
+
+class _Ids(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.ids += [v for k, v in attrs if k == "id"]
+
+
+def test_element_ids_are_unique_and_every_link_has_a_target(report):
+    _, _, html = report
+    parser = _Ids()
+    parser.feed(html)
+    repeated = sorted({i for i in parser.ids if parser.ids.count(i) > 1})
+    assert repeated == [] and len(parser.ids) > 2 * len(PANELS), repeated  # once "training": a section and a panel
+    links = re.findall(r'href="#([^"]+)"', html)
+    assert set(links) <= set(parser.ids) and len(links) == len(PANELS) + 1
+
+
+def test_views_are_registered_in_order():
+    """The report draws the registered views, section by section; none is listed by hand, none twice."""
+    from interp.report import figures
+    from interp.report.figures import REGISTRY, SECTIONS, view
+
+    names = [v.draw.__name__ for v in REGISTRY]
+    assert names == [
+        "loss_vs_layers",
+        "sigma_profiles",
+        "heatmaps",
+        "after_k_layers",
+        "omegas",
+        "solvers",
+        "momentum",
+        "implied_lambda",
+        "rescaling_and_step",
+        "schedule",
+        "full_fits",
+        "training_curves",
+        "drift",
+    ]
+    assert [v.section for v in REGISTRY] == sorted((v.section for v in REGISTRY), key=list(SECTIONS).index)
+    assert [v.draw for v in REGISTRY] == [getattr(figures, n) for n in names]  # what the tests call is what is drawn
+    with pytest.raises(ValueError, match="unknown section"):
+        view("x", "x", "x", 100, section="elsewhere")
 
 
 def test_log_axes_where_the_paper_uses_them(report):
@@ -93,6 +156,80 @@ def test_log_axes_where_the_paper_uses_them(report):
     assert [(sh.x0, sh.x1) for sh in prof.layout.shapes] == [(0, 1.0)] * len(prof.layout.annotations)  # the band
     cat = figures.sigma_profiles(data, CAT).figure
     assert sorted((sh.x0, sh.x1) for sh in cat.layout.shapes) == [(0.85, 1.15), (2.85, 3.15)]
+
+
+def test_fixed_sigma_views_call_bayes_the_prior_optimum(report):
+    """At one fixed σ the Bayes predictor of the prior is no floor (ConstRR beats it at σ = 3 on uniform:5): the per-σ
+    views name it "Bayes (prior optimum)" and never call it a floor; the loss on the prior keeps "Bayes floor"."""
+    from interp.report import figures
+
+    _, data, html = report
+    for prior in (NOISE, CAT):
+        panel = figures.sigma_profiles(data, prior)
+        names = {t.name for t in panel.figure.data}
+        assert "Bayes (prior optimum)" in names and "Bayes floor" not in names
+        assert "floor" not in panel.caption.lower()
+        assert all("floor" not in t.hovertemplate.lower() for t in panel.figure.data)
+    assert "floor" not in figures.after_k_layers(data).caption.lower()
+    assert "Bayes floor" in {t.name for t in figures.loss_vs_layers(data).figure.data}
+
+
+def test_runs_on_two_priors_differ_in_marker_or_dash(report):
+    """diag1 (uniform:1) and diag1_cat13 ({1,3}) share architecture, depth and so colour: the probe views tell them
+    apart by marker symbol, the training curves (lines only) by dash."""
+    from interp.report import figures
+
+    _, data, _ = report
+    views = (figures.omegas, figures.solvers, figures.momentum, figures.implied_lambda, figures.rescaling_and_step)
+    for v in (*views, figures.schedule):
+        fig = v(data).figure
+        style = {t.legendgroup: (t.line.color, t.marker.symbol) for t in fig.data if t.type == "scatter"}
+        assert style["diag1"][0] == style["diag1_cat13"][0], v.__name__  # one colour per architecture and depth
+        assert style["diag1"][1] != style["diag1_cat13"][1], v.__name__
+    fig = figures.training_curves(data).figure
+    dash = {t.legendgroup: t.line.dash for t in fig.data}
+    assert dash["diag1"] != dash["diag1_cat13"] and dash["diag1"] == dash["gdpp1"]
+
+
+def test_a_cached_report_computes_no_baseline(report, tmp_path, monkeypatch):
+    """The second build of a report over the same models reads the baselines from the report caches (keyed by the
+    prior, d, n, Λ, the sequences and the code): nothing evaluates or tunes a baseline. Other sequences: other key."""
+    from interp import tuning
+    from interp.report import data as report_data
+    from interp.report import write_report
+    from interp.report.data import Settings, _baseline_key, cached_baseline_record
+
+    _, data, _ = report
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a baseline was computed")
+
+    monkeypatch.setattr(report_data, "baseline_record", refuse)
+    monkeypatch.setattr(tuning, "baselines", refuse)
+    logged = []
+    _, again = write_report(
+        [e.path for e in data.entries], tmp_path / "again.html", Settings.quick(), log=logged.append
+    )
+    assert again.baselines == data.baselines
+    assert [m for m in logged if m.startswith("baselines:")][0].endswith("(cached)"), logged
+    key = _baseline_key(NOISE, Settings.quick(), 10, 20, None)
+    assert key == _baseline_key("uniform:1.0", Settings.quick(), 10, 20, None)  # the prior's spec, not its spelling
+    assert len({key, *(_baseline_key(NOISE, s, 10, 20, None) for s in _other_settings())}) == 5
+    lam = [[2.0] + [0.0] * 9] + [[0.0] * 10] * 9
+    others = [(CAT, 10, 20, None), (NOISE, 5, 20, None), (NOISE, 10, 8, None), (NOISE, 10, 20, lam)]
+    assert len({key, *(_baseline_key(p, Settings.quick(), d, n, c) for p, d, n, c in others)}) == 5
+    mine = [e for e in data.entries if e.noise == NOISE]
+    with pytest.raises(AssertionError, match="a baseline was computed"):  # other sequences: computed afresh
+        cached_baseline_record(NOISE, _other_settings()[0], 10, 20, None, mine)
+
+
+def _other_settings():
+    from interp.report.data import Settings
+
+    q = Settings.quick()
+    return [
+        dataclasses.replace(q, **kw) for kw in ({"seed": 1}, {"n_seq": 999}, {"profile_seq": 299}, {"sigma_step": 0.5})
+    ]
 
 
 def test_summary_rows_match_records_and_paper(report):

@@ -162,3 +162,66 @@ def test_per_run_views_start_at_the_deepest_depth(data):
         "diag7_cat13",
         "full7_cat13_s1",
     }
+
+
+def test_k_labels_stay_apart_in_every_panel_and_depth(data):
+    """The K = k labels of one panel sit at least K_LABEL_PX px apart on the row's scale at that depth (the curves of
+    the synthetic runs end 0.07 decades apart for K = 1, 2 of 7), in the order of the curves' ends, on the scale."""
+    from interp.report.figures.paper import K_LABEL_PX, _after_k_height, _row_px
+
+    fig = figures.after_k_layers(data).figure
+    menu, buttons = _buttons(fig)
+    cols = 3
+    for label, visible, legend, layout in buttons:
+        L = int(label[4:])
+        panels = {}
+        for i, a in enumerate(fig.layout.annotations):
+            if a.text.startswith("K=") and layout[f"annotations[{i}].visible"]:
+                panels.setdefault(a.yref, []).append((int(a.text[2:]), a.y))
+        assert panels, label
+        for yref, labels in panels.items():
+            n = int(yref[1:] or 1)
+            row = (n - 1) // cols + 1
+            lo, hi = layout[f"yaxis{n if n > 1 else ''}.range"]
+            px = _row_px(fig, row, cols, _after_k_height(data))
+            ys = sorted(y for _, y in labels)
+            assert len(labels) == L and all((b - a) / (hi - lo) * px >= K_LABEL_PX - 1e-6 for a, b in zip(ys, ys[1:]))
+            assert all(lo <= y <= hi for y in ys), (label, yref)
+            order = [k for k, _ in sorted(labels, key=lambda kv: kv[1])]
+            assert order == list(range(L, 0, -1)), (label, yref)  # K = L lowest: the synthetic loss falls with K
+
+
+def test_spread_keeps_order_gaps_and_bounds():
+    from interp.report.figures.paper import _spread
+
+    assert _spread([0.0, 5.0, 10.0], 1.0, -100, 100) == [0.0, 5.0, 10.0]  # far apart: untouched
+    assert _spread([1.0, 1.0, 1.0], 1.0, -100, 100) == [0.0, 1.0, 2.0]  # crowded: centred on the wishes
+    assert _spread([3.0, 0.0, 0.2], 1.0, -100, 100) == [3.0, -0.4, 0.6]  # order of the wishes kept
+    assert _spread([9.9, 10.0], 1.0, 0, 10) == [9.0, 10.0]  # pushed down from the top
+    assert _spread([0.0, 0.1, 0.2], 1.0, 0, 10) == [0.0, 1.0, 2.0]  # pushed up from the bottom
+
+
+def test_drift_axis_survives_a_spike():
+    """One DIAG projection blown up to 1e30 does not set the loss panel's scale: the axis ends a decade above nine
+    tenths of the points, a triangle of the spike's run marks it at the top edge and its hover gives the value."""
+    from interp.report.data import DriftCurves, DriftPoint
+
+    data = synthetic([("full4", "full", 4, UNIFORM, 0.1), ("full7", "full", 7, CAT, 0.05)])
+    runs = {}
+    for e in data.entries:
+        L, pts = e.n_layers, []
+        for i, step in enumerate((10, 100, 1000, 10_000)):
+            loss = 3.0 / (1 + i)
+            proj = 1.7e30 if (e.label, step) == ("full7", 1000) else 1.2 * loss
+            pts.append(DriftPoint(step, [0.5] * L, [0.5] * L, [3.0] * L, [0.4] * L, [0.2] * L, loss, proj, 0.0, 0.0))
+        runs[e.label] = pts
+    data.drift = DriftCurves(runs)
+    fig = figures.drift(data).figure
+    lo, hi = fig.layout.yaxis3.range
+    assert hi < 2 and 10**hi > 3.6  # every other point (at most 3.6) on the scale, 1e30 off it
+    (mark,) = [t for t in fig.data if t.mode == "markers"]
+    assert mark.legendgroup == "full7" and list(mark.x) == [1000] and mark.yaxis == "y3" and mark.marker.symbol
+    assert mark.y[0] <= 10**hi and mark.customdata[0] == 1.7e30 and "above the axis" in mark.hovertemplate
+    clean = synthetic([("full4", "full", 4, UNIFORM, 0.1)])
+    clean.drift = DriftCurves({"full4": runs["full4"]})
+    assert figures.drift(clean).figure.layout.yaxis3.range is None  # nothing to clip: autorange

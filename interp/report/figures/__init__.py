@@ -1,0 +1,53 @@
+"""Plotly figures of the report: one short function per view, registered with its section, title and caption.
+
+`base` holds the registry (`@view`, REGISTRY, sections) and the helpers every view shares; the views register on
+import, in the order of the modules imported here, which is the order of the report's sections and panels:
+
+- `paper`: the paper's views (Vladymyrov et al. 2024, Figures 1–7): loss vs layers, per-σ profiles, Pˡ / Qˡ
+  heatmaps, prediction after K layers;
+- `probes`: interp's own: ω per layer, implicit wˡ against solvers, momentum ‖uˡ‖, implied ridge λ, rescaling and
+  effective step, the §5.3 layer schedule, FULL-to-DIAG fits;
+- `training`: training and drift curves.
+"""
+
+from __future__ import annotations
+
+from interp.report.figures.base import REGISTRY, SECTIONS, Note, Panel, View, sections, view
+from interp.report.figures.paper import after_k_layers, heatmaps, loss_vs_layers, sigma_profiles
+from interp.report.figures.probes import (
+    SCHEDULE_CODE,
+    SCHEDULE_TEXT,
+    full_fits,
+    implied_lambda,
+    momentum,
+    omegas,
+    rescaling_and_step,
+    schedule,
+    solvers,
+)
+from interp.report.figures.training import drift, training_curves
+
+__all__ = [
+    "REGISTRY",
+    "SCHEDULE_CODE",
+    "SCHEDULE_TEXT",
+    "SECTIONS",
+    "Note",
+    "Panel",
+    "View",
+    "after_k_layers",
+    "drift",
+    "full_fits",
+    "heatmaps",
+    "implied_lambda",
+    "loss_vs_layers",
+    "momentum",
+    "omegas",
+    "rescaling_and_step",
+    "schedule",
+    "sections",
+    "sigma_profiles",
+    "solvers",
+    "training_curves",
+    "view",
+]

@@ -1,0 +1,121 @@
+"""Sweeps: a grid of `interp train` runs under one root, resumable, on local processes or Ray tasks.
+
+Each run is a directory ROOT/NAME holding exactly what `interp train` writes. NAME comes from the run's
+settings: {arch}{layers}_{prior}_s{seed}, plus _{option}{value} for every other option the grid varies.
+A rerun skips finished runs and resumes unfinished ones from their resume state; a directory whose
+config differs from what the sweep asks is refused before anything starts. ROOT/sweep.json summarises
+the sweep and is rewritten atomically whenever a run starts or ends.
+
+By concern, bottom to top: `grid` (options, expansion, run names, grid files), `planning` (each run's state under
+the root, conflicts), `summary` (sweep.json, the end table), `progress` (the live view), `executors` (the worker,
+local processes, Ray); `sweep` here puts them together.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from interp.config import OPTIONS, config_from_options
+from interp.evalcache import CACHE_FILE, open_cache, run_loss
+from interp.run import Run
+from interp.sweep.executors import RAY_MISSING, Task, run_local, run_ray, run_task
+from interp.sweep.grid import NAME_AXES, RunSpec, SweepError, expand, load_grid_file, run_name
+from interp.sweep.planning import RunState, last_step, plan
+from interp.sweep.progress import Progress
+from interp.sweep.summary import EVAL_SEQ, SWEEP_FILE, end_table, read_summary
+
+
+def sweep(
+    runs: Mapping[str, Any] | list[RunSpec],
+    root: str | Path,
+    overrides: Iterable[Mapping[str, Any]] = (),
+    backend: str = "local",
+    workers: int = 1,
+    threads: int = 1,
+    retries: int = 2,
+    address: str | None = None,
+    cpus_per_run: float | None = None,
+    gpus_per_run: float = 0,
+    eval_seq: int = EVAL_SEQ,
+    progress: bool = True,
+    meta: Mapping[str, Any] | None = None,
+    task: Task = run_task,
+) -> list[RunState]:
+    """Train every run of a grid into ROOT/NAME; returns each run's final state (done or failed).
+
+    `runs`: option values as for `expand` ({"arch": ["full", "diag"], "layers": [1, 2], "steps": 500}) or
+    a list of RunSpec (explicit names). `backend`: "local" (`workers` processes of `threads` torch
+    threads) or "ray" (one Ray task per run with `cpus_per_run` CPUs, default `threads`, and
+    `gpus_per_run` GPUs, fractions allowed). Finished runs are skipped (their adjusted loss is read back
+    from sweep.json when it was computed on the same `eval_seq` sequences), unfinished ones resumed.
+    """
+    if backend not in ("local", "ray"):
+        raise SweepError(f"unknown backend {backend!r} (local or ray)")
+    if workers < 1 or threads < 1 or retries < 0 or eval_seq < 0 or gpus_per_run < 0:
+        raise SweepError("workers and threads must be >= 1, retries, eval_seq and gpus_per_run >= 0")
+    if backend == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise SweepError(RAY_MISSING) from None
+    if backend == "local" and gpus_per_run:
+        raise SweepError("--gpus-per-run: only for --backend ray (local runs share whatever --device gives them)")
+    specs = expand(runs, overrides) if isinstance(runs, Mapping) else list(runs)
+    if len({s.name for s in specs}) != len(specs):
+        raise SweepError("two runs share a name")
+    if gpus_per_run and any(s.cfg is not None and s.cfg.device == "cpu" for s in specs):
+        raise SweepError("--gpus-per-run: the runs train on --device cpu; pass --device cuda")
+    root = Path(root)
+    states = plan(specs, root)
+    previous = read_summary(root).get("runs", {})  # only its timings: losses come from the validated cache
+    cache = open_cache(root / CACHE_FILE) if eval_seq else None
+    for s in states:
+        if s.status != "queued" or not Run(s.run_dir).is_complete():
+            continue
+        hit = run_loss(s.run_dir, eval_seq, cache=cache, compute=False) if eval_seq else None
+        if hit is not None or not eval_seq:  # finished and evaluated: nothing to do (else a worker evaluates it)
+            seconds = previous.get(s.spec.name, {}).get("seconds")
+            s.status, s.step, s.adjusted = "done", s.steps, None if hit is None else hit.to_dict()
+            s.seconds = seconds if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None
+    root.mkdir(parents=True, exist_ok=True)
+    info = {"backend": backend, "eval_seq": eval_seq, **(meta or {})}
+    view = Progress(states, root, info, live=progress)
+    args_of = lambda s: (str(s.run_dir.resolve()), s.spec.cfg.to_dict(), threads, eval_seq)  # noqa: E731
+    try:
+        if backend == "local":
+            run_local(states, args_of, workers, retries, view, task)
+        else:
+            run_ray(states, args_of, retries, view, address, cpus_per_run or threads, gpus_per_run, task)
+    finally:  # interrupted: what was running is queued again (a rerun resumes it)
+        for s in states:
+            if s.status == "running":
+                s.status = "queued"
+        view.write()
+        view.close()
+    return states
+
+
+__all__ = [
+    "NAME_AXES",
+    "OPTIONS",
+    "Progress",
+    "RAY_MISSING",
+    "RunSpec",
+    "RunState",
+    "SweepError",
+    "config_from_options",
+    "expand",
+    "last_step",
+    "load_grid_file",
+    "plan",
+    "run_local",
+    "run_name",
+    "run_ray",
+    "run_task",
+    "sweep",
+    "end_table",
+    "read_summary",
+    "SWEEP_FILE",
+    "EVAL_SEQ",
+]

@@ -1,0 +1,150 @@
+"""A sweep's grid: its runs from option values (every combination of the listed ones, per-run overrides), their
+names, and grid files. The options are interp.config's: `interp train`'s flags, by key (`save_every`)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from interp.config import OPTIONS, TrainConfig, config_from_options
+from interp.files import CheckpointError, read_regular_file
+from interp.limits import MAX_CONFIG_BYTES
+from interp.presets import resolve
+from interp.tasks import as_prior, prior_slug
+
+NAME_AXES = ("arch", "layers", "noise", "seed")  # always in a run's name, in this order
+# The other keys an option goes by in a grid file, as in `interp sweep`'s flags: {"seeds": "seed"}.
+ALIASES = {a.removeprefix("--").replace("-", "_"): k for k, o in OPTIONS.items() for a in o.aliases}
+
+
+class SweepError(ValueError):
+    """A sweep that cannot start (conflicting run directory, bad grid file); the message is one line."""
+
+
+@dataclass
+class RunSpec:
+    """One run of a sweep: its directory name, its option values and its config (None when they are bad)."""
+
+    name: str
+    options: dict[str, Any]
+    cfg: TrainConfig | None = None
+    error: str | None = None  # a bad setting: the run is reported failed with this and never started
+
+
+def _value_slug(value: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9.+-]+", "-", str(value)).strip("-") or "none"
+
+
+def _canonical(key: str, value: Any) -> Any:
+    if OPTIONS[key].kind == "noise":
+        try:
+            return as_prior(value).spec
+        except ValueError:
+            return value
+    return value
+
+
+def _default(key: str) -> Any:
+    """The default value of an option (its field's, interp.config.OPTIONS)."""
+    return OPTIONS[key].default
+
+
+def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = ()) -> list[RunSpec]:
+    """Every combination of the list-valued options (scalars go to every run), in order seed, prior,
+    layers, arch, then the other varied options; each override {"where": {...}, option: value, ...}
+    sets options on the runs whose settings match all of `where`.
+    """
+    options = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in options.items()}
+    for key in options:
+        if key not in OPTIONS:
+            raise SweepError(f"unknown run option {key!r}")
+    swept = [k for k, v in options.items() if k not in NAME_AXES and len(v) > 1]
+    order = [k for k in ("seed", "noise", "layers", "arch") if k in options]
+    order += [k for k in options if k not in NAME_AXES]
+    overrides = [dict(o) for o in overrides]
+    for o in overrides:
+        bad = [k for k in o if k != "where" and (k not in OPTIONS or k in NAME_AXES)]
+        if bad or not isinstance(o.get("where", {}), dict):
+            raise SweepError(
+                f"override {o}: {bad[0] if bad else 'where'} cannot be set per run "
+                f"(set options other than {', '.join(NAME_AXES)}; match them with where)"
+            )
+    specs, seen = [], {}
+    for combo in itertools.product(*(options[k] for k in order)):
+        opts = dict(zip(order, combo))
+        for o in overrides:
+            where = o.get("where", {})
+            if all(_canonical(k, opts.get(k, _default(k))) == _canonical(k, v) for k, v in where.items()):
+                opts.update({k: v for k, v in o.items() if k != "where"})
+        name = run_name(opts, swept)
+        if name in seen:
+            raise SweepError(
+                f"two runs would share the directory {name} ({seen[name]} and {opts}); "
+                f"vary fewer options or give them different values"
+            )
+        seen[name] = opts
+        if opts.get("init"):  # workers (Ray nodes, a forkserver) need not share this process's directory
+            opts["init"] = os.path.abspath(opts["init"])
+        spec = RunSpec(name, opts)
+        try:
+            spec.cfg = config_from_options(opts)
+            resolve(spec.cfg)
+        except (ValueError, TypeError) as err:
+            spec.cfg, spec.error = None, f"bad setting: {err}"
+        specs.append(spec)
+    return specs
+
+
+def run_name(opts: Mapping[str, Any], swept: Iterable[str] = ()) -> str:
+    """{arch}{layers}_{prior}_s{seed}, then _{option}{value} for each varied option: full4_uniform5_s0_lr0.002."""
+    get = lambda k: opts.get(k, _default(k))  # noqa: E731
+    try:
+        prior = prior_slug(get("noise"))
+    except ValueError:
+        prior = _value_slug(get("noise"))
+    name = f"{get('arch')}{get('layers')}_{prior}_s{get('seed')}"
+    return name + "".join(f"_{k.replace('_', '')}{_value_slug(get(k))}" for k in swept)
+
+
+def load_grid_file(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(options, overrides) from a TOML or JSON grid file: option = value or [values], and [[override]]
+    tables with a `where` table. Option names as `interp train`'s flags, dashes or underscores."""
+    path = Path(path)
+    try:
+        text = read_regular_file(path, MAX_CONFIG_BYTES, "grid file").decode()  # bounded, regular files only
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            import tomllib  # Python 3.11+
+
+            data = tomllib.loads(text)
+    except CheckpointError as err:  # no such file, a FIFO or device, too large: the message names the file
+        raise SweepError(str(err)) from None
+    except ImportError:
+        raise SweepError(f"{path}: reading TOML needs Python 3.11; write the grid as JSON") from None
+    except (OSError, ValueError) as err:  # TOMLDecodeError and JSONDecodeError are ValueErrors
+        raise SweepError(f"{path}: cannot read grid file ({str(err).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise SweepError(f"{path}: a grid file is a table of options")
+    norm = lambda k: ALIASES.get(k.replace("-", "_"), k.replace("-", "_"))  # noqa: E731
+    overrides = data.pop("override", [])
+    if not isinstance(overrides, list) or not all(isinstance(o, dict) for o in overrides):
+        raise SweepError(f"{path}: override must be a list of tables ([[override]])")
+    options = {norm(k): v for k, v in data.items()}
+    overrides = [{norm(k) if k != "where" else k: v for k, v in o.items()} for o in overrides]
+    for o in overrides:
+        if isinstance(o.get("where"), dict):
+            o["where"] = {norm(k): v for k, v in o["where"].items()}
+    bad = [
+        k
+        for k in [*options, *(k for o in overrides for k in [*o, *o.get("where", {})] if k != "where")]
+        if k not in OPTIONS
+    ]
+    if bad:
+        raise SweepError(f"{path}: unknown option {bad[0]!r} (use interp train's option names)")
+    return options, overrides

@@ -1,0 +1,69 @@
+"""What a sweep reports: ROOT/sweep.json (rewritten atomically whenever a run starts or ends) and the markdown table
+printed at its end."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from interp.files import atomic_write_text, read_regular_file
+from interp.limits import MAX_TEXT_BYTES
+from interp.sweep.planning import RunState
+
+SWEEP_FILE = "sweep.json"
+EVAL_SEQ = 10_000  # sequences for the end table's adjusted loss (interp table uses 100 000)
+
+
+def write_summary(root: Path, meta: Mapping[str, Any], states: list[RunState]) -> None:
+    """Rewrite ROOT/sweep.json atomically: `meta`, the time, the counts by status and every run's state."""
+    data = {
+        **meta,
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "counts": counts(states),
+        "runs": {s.spec.name: s.summary() for s in states},
+    }
+    atomic_write_text(Path(root) / SWEEP_FILE, json.dumps(_json_safe(data), indent=1) + "\n")
+
+
+def counts(states: list[RunState]) -> dict[str, int]:
+    """How many runs are done, running, failed and queued."""
+    out = {k: 0 for k in ("done", "running", "failed", "queued")}
+    for s in states:
+        out[s.status] += 1
+    return out
+
+
+def _json_safe(obj: Any) -> Any:
+    """Non-finite floats (a diverged model's loss) become None: sweep.json stays strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def read_summary(root: str | Path) -> dict:
+    """ROOT/sweep.json, or {} when there is none (or it is unreadable)."""
+    try:
+        return json.loads(read_regular_file(Path(root) / SWEEP_FILE, MAX_TEXT_BYTES, "sweep summary"))
+    except (OSError, ValueError, RecursionError):  # CheckpointError (no such file, a FIFO, ...) is a ValueError
+        return {}
+
+
+def end_table(states: list[RunState], eval_seq: int) -> str:
+    """Markdown table of every run: status, steps and the final adjusted loss on `eval_seq` sequences (or the error)."""
+    count = f"{eval_seq:,}".replace(",", " ")  # 10 000
+    loss_on = f"adjusted loss on {count} sequences" if eval_seq else "adjusted loss (not evaluated)"
+    lines = [f"| run | status | steps | {loss_on} |", "|---|---|---|---|"]
+    for s in sorted(states, key=lambda s: s.spec.name):
+        if s.status == "done" and s.adjusted:
+            loss = f"{s.adjusted['mean']:.4g} ± {s.adjusted['stderr']:.2g}"
+        else:
+            loss = s.error or "–"
+        lines.append(f"| {s.spec.name} | {s.status} | {s.step}/{s.steps} | {loss} |")
+    return "\n".join(lines) + "\n"

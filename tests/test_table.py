@@ -1,0 +1,147 @@
+"""interp table: baselines on the models' own sequences, ± and counts everywhere, one value per tuned parameter,
+--quick as a preview, required config fields and checkpoints checked against their config, the shared cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import run_cli
+
+from interp.config import ModelConfig, TrainConfig
+from interp.evalset import EvalSet
+from interp.evaluate import evaluate
+from interp.run import Run
+from interp.table import _cell, table1
+from interp.train import train
+from interp.tuning import baselines, format_param, tuned
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory) -> Path:
+    """Two tiny complete Table 1 runs (d = 10, n = 20) of two cells."""
+    root = tmp_path_factory.mktemp("table") / "root"
+    for arch in ("diag", "gdpp"):
+        cfg = TrainConfig(
+            model=ModelConfig(n_layers=1, param=arch), noise="uniform:5", steps=4, batch=64, n_checkpoints=2
+        )
+        train(cfg, root / f"{arch}1", progress=False)
+    return root
+
+
+def copy_of(zoo: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    shutil.copytree(zoo, root)
+    return root
+
+
+def test_baselines_on_the_models_own_sequences_with_errors_and_counts(zoo, tmp_path):
+    logs = []
+    text, data = table1([zoo], n_seq=1000, cache=tmp_path / "c.json", log=logs.append)
+    on = EvalSet("uniform:5", n_seq=1000, seed=0)
+    want = evaluate(baselines("uniform:5", names=["constrr", "adarr", "tunedrr", "bayes"]), on)
+    for name, est in want.items():
+        assert data["baselines"]["uniform:5"][name] == est.to_dict()  # the same 1000 sequences as the models
+    assert data["n_seq"] == 1000 and data["cells"]["diag1|uniform:5"]["n_seq"] == 1000
+    assert "1000 sequences of evaluation seed 0 per model and per baseline" in text
+    rows = [line for line in text.splitlines() if line.startswith("| 1 |") or line.startswith("| – |")]
+    assert len(rows) == 6 and all(" ± " in row for row in rows)  # every printed loss carries its error
+    assert "seq.)" not in text and "baselines_other" not in data  # no rows on other sequences unless asked
+    text, data = table1([zoo], n_seq=1000, baseline_seq=2000, cache=tmp_path / "c.json", log=logs.append)
+    assert "| – | ConstRR (2000 seq.) |" in text and data["baselines_other"]["n_seq"] == 2000
+    lam = format_param(tuned("uniform:5")["constrr"]["lam"])
+    assert (
+        f"| uniform:5 | {lam} |" in text
+        and data["baseline_params"]["uniform:5"]["constrr"]["lam"] == tuned("uniform:5")["constrr"]["lam"]
+    )
+
+
+def test_a_tuned_parameter_has_one_value_in_eval_and_table(zoo, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "eval", "--noise", "uniform:5", "--n-seq", "200", "--baselines", "constrr,tunedrr")
+    assert code == 0, err
+    rec = tuned("uniform:5")
+    lam, mult, clip = (format_param(v) for v in (rec["constrr"]["lam"], rec["tunedrr"]["mult"], rec["tunedrr"]["clip"]))
+    assert f"lam={lam}" in out and f"mult={mult}" in out and f"clip={clip}" in out
+    code, out, err = run_cli(capsys, "table", zoo, "--n-seq", "200", "--cache", tmp_path / "c.json")
+    assert code == 0, err
+    assert f"| uniform:5 | {lam} | {mult} | {clip} |" in out
+
+
+def test_quick_is_a_preview_and_marks_nothing_its_noise_cannot_support(zoo, tmp_path, capsys):
+    argv = ["table", zoo, "--quick", "--cache", tmp_path / "c.json", "--json", tmp_path / "t.json"]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert "preview (--quick): 10000 sequences" in out
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert data["preview"] is True and data["n_seq"] == 10_000
+    assert _cell(0.08, 0.068, stderr=0.01).endswith("○")  # s.e. above 10% of the value: no ✓ / ✗
+    assert _cell(0.08, 0.068, stderr=0.001).endswith("✗") and _cell(0.07, 0.068, stderr=0.001).endswith("✓")
+    assert _cell(0.08, None, stderr=0.01) == "0.08 ± 0.01"
+
+
+def test_a_config_missing_a_field_is_skipped_not_defaulted(zoo, tmp_path):
+    root = copy_of(zoo, tmp_path)
+    path = Run(root / "gdpp1").config_path
+    raw = json.loads(path.read_text())
+    del raw["noise"]  # would read as the default uniform:5
+    path.write_text(json.dumps(raw))
+    logs = []
+    _, data = table1([root], n_seq=200, cache=tmp_path / "c.json", log=logs.append)
+    assert [Path(r["run"]).name for r in data["runs"]] == ["diag1"]
+    (note,) = [line for line in logs if "gdpp1" in line]
+    assert str(path) in note and "has no noise" in note and "no default" in note
+
+
+def test_a_checkpoint_that_disagrees_with_its_config_is_skipped(zoo, tmp_path):
+    root = copy_of(zoo, tmp_path)
+    path = Run(root / "diag1").config_path
+    raw = json.loads(path.read_text())
+    raw["noise"], raw["seed"] = "uniform:1", 3  # the checkpoints say uniform:5, seed 0
+    path.write_text(json.dumps(raw))
+    logs = []
+    _, data = table1([root], n_seq=200, cache=tmp_path / "c.json", log=logs.append)
+    assert [Path(r["run"]).name for r in data["runs"]] == ["gdpp1"]
+    (note,) = [line for line in logs if "diag1" in line]
+    assert "step_" in note and "noise 'uniform:5' where config.json says 'uniform:1'" in note and "seed 0" in note
+
+
+def test_a_copied_run_with_a_new_mtime_hits_the_table_cache(zoo, tmp_path):
+    cache = tmp_path / "c.json"
+    logs = []
+    _, first = table1([zoo], n_seq=300, cache=cache, log=logs.append)
+    assert sum(line.startswith(str(zoo)) for line in logs) == 2  # both runs evaluated
+    root = tmp_path / "elsewhere"
+    shutil.copytree(zoo, root)
+    for run in Run.find(root):
+        for _, ckpt in run.checkpoints():
+            os.utime(ckpt, (2e9, 2e9))
+    logs = []
+    _, again = table1([root], n_seq=300, cache=cache, log=logs.append)
+    assert logs == []  # nothing evaluated: models and baselines hit
+    assert again["cells"] == first["cells"] and again["baselines"] == first["baselines"]
+
+
+def test_a_cache_that_is_not_one_is_a_one_line_error(zoo, tmp_path, capsys):
+    bad = tmp_path / "c.json"
+    bad.write_text("[]")
+    code, _, err = run_cli(capsys, "table", zoo, "--n-seq", "100", "--cache", bad)
+    assert code == 2 and err.count("\n") == 1 and str(bad) in err
+
+
+def test_an_edited_cache_value_is_not_printed(zoo, tmp_path):
+    cache = tmp_path / "c.json"
+    _, first = table1([zoo], n_seq=200, cache=cache, log=lambda text: None)
+    stored = json.loads(cache.read_text())
+    for entry in stored["entries"].values():
+        entry["value"]["mean"] = -1.0
+    cache.write_text(json.dumps(stored))
+    logs = []
+    text, again = table1([zoo], n_seq=200, cache=cache, log=logs.append)
+    assert again["cells"] == first["cells"] and "-1" not in text.replace(str(zoo), "")  # (tmp paths hold "-1")
+    assert any("warning" in line and str(cache) in line and "check" in line for line in logs)
