@@ -13,6 +13,7 @@ Tuned values come from interp.tuning (cached per prior as package data).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,17 +21,27 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.files import InvalidArgument, InvalidType
 from interp.spectral import SpectralContext
-from interp.tasks import NoisePrior, TaskBatch, as_prior
+from interp.tasks import NoisePrior, TaskBatch, as_prior, check_batch
 
 
 def ridge_weights(batch: TaskBatch, lam: Float[Tensor, "batch"] | float) -> Float[Tensor, "batch d"]:
     """ŵ = (Σ + λ I)^{-1} α with Σ = Σ_i x_i x_iᵀ, α = Σ_i y_i x_i (Vladymyrov et al. 2024, Table 1 baselines),
     float64; where λ = 0 the minimum-norm least-squares solution Σ⁺α (Σ is singular when n < d)."""
+    check_batch(batch)
     x, y = batch.x.double(), batch.y.double()
     sigma = x.transpose(1, 2) @ x
     alpha = (x * y[..., None]).sum(1)
-    lam = torch.as_tensor(lam, dtype=torch.float64, device=x.device).expand(len(batch))
+    try:
+        lam = torch.as_tensor(lam, dtype=torch.float64, device=x.device)
+    except (TypeError, ValueError, RuntimeError):
+        raise InvalidType(f"lam must be a number or a tensor [batch], got {type(lam).__name__}") from None
+    if lam.ndim > 1 or lam.numel() not in (1, len(batch)):
+        raise InvalidArgument(f"lam must be a number or [batch] with batch = {len(batch)}, got shape {list(lam.shape)}")
+    if not bool(torch.isfinite(lam).all()) or bool((lam < 0).any()):
+        raise InvalidArgument("lam: ridge λ must be finite and >= 0")
+    lam = lam.expand(len(batch))
     eye = torch.eye(x.shape[-1], dtype=torch.float64, device=x.device)
     free = lam <= 0  # λ = 0 (noise-free): Σ is singular when n < d; the minimum-norm solution Σ⁺α there
     lam_safe = torch.where(free, torch.ones_like(lam), lam)
@@ -49,10 +60,22 @@ def ridge_predict(batch: TaskBatch, lam: Float[Tensor, "batch"] | float) -> Floa
 
 def oracle_predict(batch: TaskBatch) -> Float[Tensor, "batch"]:
     """Oracle ridge: λ = σ_τ², the true noise variance of each sequence (Vladymyrov et al. 2024, Table 1 baselines)."""
+    check_batch(batch)
     return ridge_predict(batch, batch.sigma.double() ** 2)
 
 
 # ---------------------------------------------------------------------------- predictors
+def _check_number(name: str, value, low: float = -math.inf, infinite: bool = False) -> None:
+    """A baseline's parameter: a real number (a Python, numpy or 0-dim torch scalar) >= low, finite unless
+    `infinite`."""
+    if isinstance(value, Tensor) and value.numel() == 1 and value.is_floating_point():
+        value = float(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidType(f"{name} must be a number, got {value!r:.60}")
+    if not (value >= low and (infinite or math.isfinite(value))) or value != value:
+        raise InvalidArgument(f"{name} must be {'' if infinite else 'finite and '}>= {low:g}, got {value}")
+
+
 def ols_predict(batch: TaskBatch) -> Float[Tensor, "batch"]:
     """Ordinary least squares (λ = 0; minimum-norm when n < d)."""
     return SpectralContext.of(batch).ridge(0.0)
@@ -63,6 +86,9 @@ class ConstRR:
     """Ridge with one λ for every sequence, tuned per noise prior (Vladymyrov et al. 2024, Table 1 baselines)."""
 
     lam: float
+
+    def __post_init__(self) -> None:
+        _check_number("ConstRR.lam", self.lam, 0.0)
 
     def __call__(self, batch: TaskBatch) -> Tensor:
         return SpectralContext.of(batch).ridge(self.lam)
@@ -85,6 +111,10 @@ class TunedRR:
     mult: float
     clip: float = math.inf
 
+    def __post_init__(self) -> None:
+        _check_number("TunedRR.mult", self.mult, 0.0)
+        _check_number("TunedRR.clip", self.clip, 0.0, infinite=True)
+
     def __call__(self, batch: TaskBatch) -> Tensor:
         sp = SpectralContext.of(batch)
         return sp.ridge(self.mult * sp.sigma2_hat().clamp_max(self.clip))
@@ -96,6 +126,13 @@ class GDk:
 
     steps: int
     eta: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.steps, bool) or not isinstance(self.steps, numbers.Integral):
+            raise InvalidType(f"GDk.steps must be an int, got {self.steps!r:.60}")
+        if self.steps < 0:
+            raise InvalidArgument(f"GDk.steps must be >= 0, got {self.steps}")
+        _check_number("GDk.eta", self.eta)
 
     def __call__(self, batch: TaskBatch) -> Tensor:
         return SpectralContext.of(batch).gd(self.steps, self.eta)
@@ -133,6 +170,9 @@ class Bayes:
     """
 
     def __init__(self, prior: "str | NoisePrior", nodes: int = 16, panels: int = 4):
+        for name, value in (("nodes", nodes), ("panels", panels)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= 1000:
+                raise InvalidArgument(f"Bayes {name} must be an int in [1, 1000], got {value!r:.60}")
         self.prior = as_prior(prior)
         self.sigma, self.weight = sigma_nodes(self.prior, nodes, panels)
         keep = self.weight > 0

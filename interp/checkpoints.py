@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from interp.config import ModelConfig
-from interp.files import CheckpointError, atomic_write_bytes, open_regular
-from interp.limits import MAX_CHECKPOINT_BYTES, MAX_FILE_BYTES
+from interp.config import ModelConfig, TrainConfig, covariance
+from interp.files import CheckpointError, InvalidArgument, InvalidType, as_path, atomic_write_bytes, open_regular
+from interp.limits import MAX_CHECKPOINT_BYTES, MAX_FILE_BYTES, MAX_N
 from interp.model import LinearTransformer
 from interp.tasks import as_prior
 
@@ -34,6 +35,11 @@ MODEL_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
 
 def save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
     """Atomically write tensors with `meta` (JSON) in the safetensors header."""
+    path = as_path(path)
+    if not isinstance(tensors, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()
+    ):
+        raise InvalidType("tensors must be a dict of name -> torch.Tensor")
     header = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "meta": json.dumps(meta, sort_keys=True)}
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     atomic_write_bytes(path, st_save(tensors, metadata=header))
@@ -121,7 +127,7 @@ def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any], bytes]:
 
 def read_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Read and validate a file written by save_tensors; CheckpointError names the file and the problem."""
-    tensors, meta, _ = _read(Path(path))
+    tensors, meta, _ = _read(as_path(path))
     return tensors, meta
 
 
@@ -129,10 +135,19 @@ def model_tensors(model: LinearTransformer) -> dict[str, torch.Tensor]:
     return {k: v for k, v in model.state_dict().items()}
 
 
-def save_checkpoint(path: str | Path, model: LinearTransformer, step: int, **extra: Any) -> None:
-    """Atomically save the model's weights, its config and the training step."""
-    meta = {"model_config": model.cfg.to_dict(), "step": int(step), **extra}
-    save_tensors(path, model_tensors(model), meta)
+def save_checkpoint(
+    path: str | Path, model: LinearTransformer, step: int, trained_on: TrainConfig | None = None, **extra: Any
+) -> None:
+    """Atomically save the model's weights, its config and the training step; with `trained_on`, also what the
+    model was trained on (noise prior, seed, n, input covariance), so that a copy outside its run still says so."""
+    if not isinstance(model, LinearTransformer):
+        raise InvalidType(f"model must be an interp.LinearTransformer, got {type(model).__name__}")
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+        raise InvalidArgument(f"step must be an int >= 0, got {step!r:.60}")
+    meta = {"model_config": model.cfg.to_dict(), "step": int(step)}
+    if trained_on is not None:
+        meta |= {"noise": trained_on.noise, "seed": trained_on.seed, "n": trained_on.n, "x_cov": trained_on.x_cov}
+    save_tensors(path, model_tensors(model), meta | extra)
 
 
 def model_from_tensors(path: Path, tensors: dict[str, torch.Tensor], cfg_dict: Any) -> LinearTransformer:
@@ -179,6 +194,17 @@ def _check_meta(path: Path, meta: dict[str, Any]) -> None:
             as_prior(noise)
         except ValueError as err:
             raise CheckpointError(f"{path}: bad training noise prior in the metadata ({err})") from None
+    n = meta.get("n")
+    if n is not None and (type(n) is not int or not 1 <= n <= MAX_N):
+        raise CheckpointError(
+            f"{path}: training context length n in the metadata must be in [1, {MAX_N}], got {n!r:.60}"
+        )
+    if meta.get("x_cov") is not None:
+        d = meta["model_config"].get("d") if isinstance(meta["model_config"], dict) else None
+        try:
+            meta["x_cov"] = covariance("x_cov", meta["x_cov"], d if type(d) is int else None)
+        except (TypeError, ValueError) as err:
+            raise CheckpointError(f"{path}: bad input covariance in the metadata ({err})") from None
 
 
 def load_file(file: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:
@@ -190,7 +216,7 @@ def load_file(file: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:
 def load_file_digest(file: str | Path) -> tuple[LinearTransformer, dict[str, Any], str]:
     """(model, metadata, SHA-256 of the file) of one checkpoint file: the digest is of the bytes the model was read
     from, taken once they have passed every check (a file that is not a valid checkpoint has none)."""
-    file = Path(file)
+    file = as_path(file, "checkpoint file")
     tensors, meta, data = _read(file)
     _check_meta(file, meta)
     tensors = {k.removeprefix("model."): v for k, v in tensors.items() if not k.startswith(("opt.", "rng."))}

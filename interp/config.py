@@ -14,7 +14,8 @@ from typing import Any, Mapping
 
 import torch
 
-from interp.files import CheckpointError, read_regular_file
+from interp import params
+from interp.files import CheckpointError, InvalidArgument, InvalidType, read_regular_file
 from interp.limits import (
     MAX_BATCH_ELEMENTS,
     MAX_COV_D,
@@ -26,9 +27,9 @@ from interp.limits import (
     MAX_SEED,
     MAX_STEPS,
 )
-from interp.tasks import as_prior
+from interp.tasks import as_prior, check_device  # noqa: F401 - interp.config.check_device, where it lived
 
-PARAMS = ("full", "diag", "gdpp")
+PARAMS = tuple(params.ARCHS)  # ModelConfig.param: "full", "diag", "gdpp" (interp.params)
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 Matrix = tuple[tuple[float, ...], ...]
@@ -106,7 +107,7 @@ def option(default: Any, flag: str, help: str, kind: str, **how: Any) -> Any:
     """A dataclass field with `default` that is also a training option, `flag` on the command line (`Option`; `help`
     may say `{default}`)."""
     if kind not in KINDS:
-        raise ValueError(f"{flag}: unknown option kind {kind!r}")
+        raise InvalidArgument(f"{flag}: unknown option kind {kind!r}")
     shown = f"{default:g}" if isinstance(default, float) else str(default)
     meta = {"flag": flag, "help": help.format(default=shown), "kind": kind, **how}
     return dataclasses.field(default=default, metadata={OPTION: meta})
@@ -130,11 +131,11 @@ def _check_fields(obj: Any) -> None:
             object.__setattr__(obj, f.name, int(value))
         elif kind is float and isinstance(value, numbers.Real) and not isinstance(value, bool):
             if not math.isfinite(value):
-                raise ValueError(f"{f.name} must be finite, got {value}")
+                raise InvalidArgument(f"{f.name} must be finite, got {value}")
             object.__setattr__(obj, f.name, float(value))
         elif not (isinstance(kind, type) and isinstance(value, kind) and not isinstance(value, bool)):
             want = " or ".join(_type_name(a) for a in args)
-            raise TypeError(f"{f.name} must be {want}, got {value!r}")
+            raise InvalidType(f"{f.name} must be {want}, got {value!r}")
 
 
 def _type_name(kind: Any) -> str:
@@ -145,44 +146,46 @@ def _type_name(kind: Any) -> str:
 
 def _check_range(name: str, value: int | float, low: int | float, high: int | float) -> None:
     if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+        raise InvalidArgument(f"{name} must be in [{low}, {high}], got {value}")
 
 
 def covariance(name: str, value: Any, d: int | None = None) -> Matrix:
     """`value` (a list of rows) as a symmetric positive-definite d×d matrix of floats (any d ≤ MAX_COV_D when None);
     a one-line ValueError / TypeError naming `name`. Asymmetry at rounding level is averaged away."""
     if not isinstance(value, (list, tuple)) or not all(isinstance(row, (list, tuple)) for row in value) or not value:
-        raise TypeError(f"{name} must be a d×d matrix (a list of rows), got {value!r:.60}")
+        raise InvalidType(f"{name} must be a d×d matrix (a list of rows), got {value!r:.60}")
     k = len(value)
     if d is not None and k != d or any(len(row) != k for row in value):
         want = f"{d}×{d} (d={d})" if d is not None else "square"
-        raise ValueError(f"{name} must be {want}, got {k} rows of lengths {sorted({len(r) for r in value})}")
+        raise InvalidArgument(f"{name} must be {want}, got {k} rows of lengths {sorted({len(r) for r in value})}")
     if k > MAX_COV_D:
-        raise ValueError(f"{name}: a full covariance is stored in the run config, d <= {MAX_COV_D}; got {k}×{k}")
+        raise InvalidArgument(f"{name}: a full covariance is stored in the run config, d <= {MAX_COV_D}; got {k}×{k}")
     for row in value:
         for v in row:
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-                raise ValueError(f"{name} entries must be finite numbers, got {v!r:.60}")
+                raise InvalidArgument(f"{name} entries must be finite numbers, got {v!r:.60}")
     m = torch.tensor(value, dtype=torch.float64)
     scale = m.abs().max().item()
     asym = (m - m.T).abs().max().item()
     if asym > 1e-12 * scale:
-        raise ValueError(f"{name} must be symmetric (largest |Λ_ij − Λ_ji| is {asym:.3g})")
+        raise InvalidArgument(f"{name} must be symmetric (largest |Λ_ij − Λ_ji| is {asym:.3g})")
     m = (m + m.T) / 2
     if torch.linalg.cholesky_ex(m).info != 0:
-        raise ValueError(f"{name} must be positive definite (smallest eigenvalue {torch.linalg.eigvalsh(m)[0]:.3g})")
+        raise InvalidArgument(
+            f"{name} must be positive definite (smallest eigenvalue {torch.linalg.eigvalsh(m)[0]:.3g})"
+        )
     return tuple(tuple(row) for row in m.tolist())
 
 
 def covariance_spec(spec: str) -> Matrix:
     """The matrix of an `--x-cov` spec: `diag:λ1,...,λd` or a .json file holding a d×d matrix (a list of rows)."""
     if not isinstance(spec, str):
-        raise TypeError(f"{spec!r:.60} is not a covariance spec (diag:λ1,...,λd or a .json file)")
+        raise InvalidType(f"{spec!r:.60} is not a covariance spec (diag:λ1,...,λd or a .json file)")
     if spec.startswith("diag:"):
         try:
             values = [float(v) for v in spec[len("diag:") :].split(",")]
         except ValueError:
-            raise ValueError(f"{spec!r}: comma-separated numbers expected after 'diag:'") from None
+            raise InvalidArgument(f"{spec!r}: comma-separated numbers expected after 'diag:'") from None
         rows = [[v if i == j else 0.0 for j in range(len(values))] for i, v in enumerate(values)]
     elif spec.endswith(".json"):
         try:
@@ -190,9 +193,9 @@ def covariance_spec(spec: str) -> Matrix:
         except (ValueError, RecursionError) as err:
             if isinstance(err, CheckpointError):
                 raise
-            raise ValueError(f"{spec}: not a JSON matrix ({err})") from None
+            raise InvalidArgument(f"{spec}: not a JSON matrix ({err})") from None
     else:
-        raise ValueError(f"{spec!r} is neither diag:λ1,...,λd nor a .json file holding a d×d matrix")
+        raise InvalidArgument(f"{spec!r} is neither diag:λ1,...,λd nor a .json file holding a d×d matrix")
     return covariance(spec, rows)
 
 
@@ -208,23 +211,6 @@ def describe_covariance(cov: Matrix | None) -> str:
 def inputs_suffix(cov: Matrix | None) -> str:
     """', x ~ N(0, Λ)' to append to a description of sequences whose inputs have covariance Λ; '' for I."""
     return "" if cov is None else f", x ~ N(0, {describe_covariance(cov)})"
-
-
-def check_device(device: str) -> str:
-    """`device` if torch can use it on this machine, else ValueError naming it (no allocation is tried)."""
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device {device!r} is not a torch device ({err})") from None
-    if dev.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0 or (dev.index or 0) >= count:
-            raise ValueError(f"device {device!r}: this machine has {count} usable CUDA device(s)")
-    elif dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {device!r}: MPS is not available on this machine")
-    elif dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"device {device!r}: interp runs on cpu, cuda or mps")
-    return device
 
 
 @dataclass(frozen=True)
@@ -255,11 +241,11 @@ class ModelConfig:
         _check_range("n_heads", self.n_heads, 1, MAX_HEADS)
         _check_range("init_scale", self.init_scale, 0.0, 1e6)
         if self.param not in PARAMS:
-            raise ValueError(f"param must be one of {', '.join(PARAMS)}, got {self.param!r}")
+            raise InvalidArgument(f"param must be one of {', '.join(PARAMS)}, got {self.param!r}")
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+            raise InvalidArgument(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.n_params > MAX_PARAMS:
-            raise ValueError(
+            raise InvalidArgument(
                 f"{self.n_params} weights (L={self.n_layers}, H={self.n_heads}, d={self.d}) exceed the "
                 f"limit of {MAX_PARAMS}"
             )
@@ -267,8 +253,7 @@ class ModelConfig:
     @property
     def n_params(self) -> int:
         """Number of weights: 2·(d+1)² per FULL head (P, Q), 4 per DIAG head, 3 per GD++ head."""
-        per_head = {"full": 2 * self.d_model**2, "diag": 4, "gdpp": 3}.get(self.param, 0)
-        return self.n_layers * self.n_heads * per_head
+        return self.n_layers * self.n_heads * params.of(self.param).per_head(self.d_model)
 
     @property
     def d_model(self) -> int:
@@ -298,11 +283,11 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
         if not isinstance(data, dict):
-            raise TypeError(f"model config must be a JSON object, got {data!r:.60}")
+            raise InvalidType(f"model config must be a JSON object, got {data!r:.60}")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
-            raise ValueError(f"unknown model config keys: {', '.join(sorted(unknown))}")
+            raise InvalidArgument(f"unknown model config keys: {', '.join(sorted(unknown))}")
         return cls(**data)
 
 
@@ -396,7 +381,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_fields(self)
-        as_prior(self.noise)  # ValueError naming the spec
+        as_prior(self.noise)  # InvalidArgument naming the spec
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        for name in ("preset", "schedule", "guard"):  # one of the choices its option declares (None: the preset's)
+            choices, value = fields[name].metadata[OPTION]["choices"], getattr(self, name)
+            if value is not None and value not in choices:
+                raise InvalidArgument(f"{name} must be one of {', '.join(choices)}, got {value!r:.60}")
         if self.x_cov is not None:
             object.__setattr__(self, "x_cov", covariance("x_cov", self.x_cov, self.model.d))
         _check_range("n", self.n, 1, MAX_N)
@@ -410,16 +400,16 @@ class TrainConfig:
         if self.steps is not None:
             _check_range("steps", self.steps, 1, MAX_STEPS)
         if self.lr is not None and not 0 < self.lr <= 1e3:
-            raise ValueError(f"lr must be in (0, 1000], got {self.lr}")
+            raise InvalidArgument(f"lr must be in (0, 1000], got {self.lr}")
         if self.stress is not None and not 0 <= self.stress < 1:
-            raise ValueError(f"stress must be in [0, 1), got {self.stress}")
+            raise InvalidArgument(f"stress must be in [0, 1), got {self.stress}")
         if self.stress_scale is not None and not 1 < self.stress_scale <= 4:
-            raise ValueError(f"stress_scale must be in (1, 4], got {self.stress_scale}")
+            raise InvalidArgument(f"stress_scale must be in (1, 4], got {self.stress_scale}")
         if self.clip is not None and not self.clip > 0:
-            raise ValueError(f"clip must be > 0 or null, got {self.clip}")
+            raise InvalidArgument(f"clip must be > 0 or null, got {self.clip}")
         elements = self.batch * (self.n + 1) * self.model.d_model
         if elements > MAX_BATCH_ELEMENTS:
-            raise ValueError(
+            raise InvalidArgument(
                 f"batch {self.batch} x (n+1) {self.n + 1} x (d+1) {self.model.d_model} = {elements} token "
                 f"entries per step exceed the limit of {MAX_BATCH_ELEMENTS}"
             )
@@ -433,16 +423,16 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
         if not isinstance(data, dict):
-            raise TypeError(f"train config must be a JSON object, got {data!r:.60}")
+            raise InvalidType(f"train config must be a JSON object, got {data!r:.60}")
         if "model" not in data:
-            raise ValueError("train config has no 'model'")
+            raise InvalidArgument("train config has no 'model'")
         data = dict(data)
         data["model"] = ModelConfig.from_dict(data["model"])
         data.setdefault("stress", 0.0)  # written before the field existed: trained without it
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
-            raise ValueError(f"unknown train config keys: {', '.join(sorted(unknown))}")
+            raise InvalidArgument(f"unknown train config keys: {', '.join(sorted(unknown))}")
         return cls(**data)
 
     def to_json(self) -> str:
@@ -477,7 +467,7 @@ def config_from_options(options: Mapping[str, Any]) -> TrainConfig:
     model, train = {}, {}
     for key, value in options.items():
         if key not in OPTIONS:
-            raise ValueError(f"unknown run option {key!r}")
+            raise InvalidArgument(f"unknown run option {key!r}")
         opt = OPTIONS[key]
         value = opt.to_field(value)
         if opt.field.startswith("model."):

@@ -10,13 +10,15 @@ are run through a predictor at once (memory), never which ones are drawn.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
 from typing import Iterator
 
 import torch
 
 from interp.config import Matrix, covariance
-from interp.limits import MAX_BATCH_ELEMENTS
+from interp.files import InvalidArgument, InvalidType
+from interp.limits import MAX_BATCH_ELEMENTS, MAX_SEED, MAX_SIGMA
 from interp.tasks import NoisePrior, TaskBatch, as_prior, sample_tasks
 
 BLOCK = 10_000
@@ -38,13 +40,21 @@ class EvalSet:
 
     def __post_init__(self):
         object.__setattr__(self, "noise", as_prior(self.noise))  # a spec string is parsed once, here
-        for name in ("d", "n", "n_seq", "chunk"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"EvalSet.{name} must be a positive integer, got {getattr(self, name)!r}")
+        for name in ("d", "n", "n_seq", "chunk", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise InvalidType(f"EvalSet.{name} must be an int, got {value!r:.60}")
+            object.__setattr__(self, name, int(value))
+            if name != "seed" and value < 1:
+                raise InvalidArgument(f"EvalSet.{name} must be a positive integer, got {value!r}")
+        if not -MAX_SEED <= self.seed <= MAX_SEED:
+            raise InvalidArgument(f"EvalSet.seed must be in [{-MAX_SEED}, {MAX_SEED}], got {self.seed}")
         if self.sigma is not None:
+            if isinstance(self.sigma, bool) or not isinstance(self.sigma, numbers.Real):
+                raise InvalidType(f"EvalSet.sigma must be a number or None, got {self.sigma!r:.60}")
             object.__setattr__(self, "sigma", float(self.sigma))
-            if not self.sigma >= 0:
-                raise ValueError(f"EvalSet.sigma must be >= 0, got {self.sigma}")
+            if not 0 <= self.sigma <= MAX_SIGMA:
+                raise InvalidArgument(f"EvalSet.sigma must be in [0, {MAX_SIGMA:g}], got {self.sigma}")
         if self.x_cov is not None:
             object.__setattr__(self, "x_cov", covariance("EvalSet.x_cov", self.x_cov, self.d))
 
@@ -53,7 +63,11 @@ class EvalSet:
 
     def at_sigma(self, sigma: float) -> "EvalSet":
         """The same sequences (w, x, unit noise ξ) with every noise std fixed to σ (common random numbers)."""
-        return self.replace(sigma=float(sigma))
+        try:
+            sigma = float(sigma)  # a number, a numpy or 0-dim torch scalar
+        except (TypeError, ValueError):
+            raise InvalidType(f"sigma must be a number, got {sigma!r:.60}") from None
+        return self.replace(sigma=sigma)
 
     def batches(self) -> Iterator[TaskBatch]:
         """Float64 task batches of at most `chunk` sequences; the same sequences for any `chunk`."""

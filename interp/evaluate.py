@@ -9,6 +9,7 @@ sequence, and every estimate below (on the prior, per σ, after K layers) is bui
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -17,9 +18,10 @@ from torch import Tensor
 
 from interp.baselines import oracle_predict
 from interp.evalset import EvalSet
+from interp.files import InvalidArgument, InvalidType
 from interp.model import LinearTransformer
 from interp.records import Record
-from interp.tasks import NoisePrior, TaskBatch, as_prior
+from interp.tasks import NoisePrior, TaskBatch, as_prior, check_batch
 
 Predictor = Callable[[TaskBatch], Tensor]
 
@@ -42,11 +44,16 @@ def as_predictor(model: "LinearTransformer | Predictor") -> Predictor:
                 return model(batch.tokens.to(model.cfg.torch_dtype))
 
         return predict
+    if not callable(model):
+        raise InvalidType(
+            f"a predictor must be an interp.LinearTransformer or a function TaskBatch -> ŷ, got {type(model).__name__}"
+        )
     return model
 
 
 def per_layer_predictor(model: LinearTransformer) -> Predictor:
     """batch -> [L+1, batch]: the prediction −y_query after K = 0..L layers."""
+    _check_model(model)
 
     def predict(batch: TaskBatch) -> Tensor:
         with torch.no_grad():
@@ -78,8 +85,8 @@ class LossEstimate(Record):
 
     @property
     def dominated(self) -> bool:
-        """True when the single worst sequence contributes more than half of the mean."""
-        return self.worst / self.n_seq > 0.5 * abs(self.mean)
+        """True when the single worst sequence contributes more than half of the mean (`dominated`)."""
+        return dominated(self.mean, self.worst, self.n_seq)
 
     def to_dict(self) -> dict:
         return {
@@ -99,6 +106,15 @@ def precise(mean: float, stderr: float, rel: float = MAX_REL_STDERR) -> bool:
     return stderr <= rel * abs(mean) or (mean == 0 and stderr == 0)
 
 
+def dominated(mean: float, worst: float | None, n_seq: int) -> bool:
+    """True when one sequence carries the mean: the worst sequence's share worst / n_seq is more than half of |mean| (a
+    blown-up prediction on an atypical context). What interp eval and interp table mark with ⚠. An estimate without a
+    worst sequence (None, nan) is not dominated."""
+    if worst is None or not n_seq:
+        return False
+    return worst / n_seq > 0.5 * abs(mean)
+
+
 def half_se(pred: Tensor, target: Tensor) -> Tensor:
     """½(ŷ − y_t)² per sequence, float64."""
     return 0.5 * (pred.double() - target) ** 2
@@ -115,17 +131,41 @@ class ScoredSet:
 
     @classmethod
     def of(cls, evalset: EvalSet) -> "ScoredSet":
+        if not isinstance(evalset, EvalSet):
+            raise InvalidType(f"evalset must be an interp.EvalSet, got {type(evalset).__name__}")
         return cls.of_batches(list(evalset.batches()), evalset)
 
     @classmethod
     def of_batches(cls, batches: list[TaskBatch], evalset: EvalSet | None = None) -> "ScoredSet":
+        if not isinstance(batches, (list, tuple)) or not batches:
+            raise InvalidArgument(f"batches must be a non-empty list of TaskBatch, got {batches!r:.60}")
+        for b in batches:
+            check_batch(b, "each of batches")
         return cls(batches, [half_se(oracle_predict(b), b.target) for b in batches], evalset)
 
     def scored(self) -> Iterable[tuple[TaskBatch, Tensor]]:
         return zip(self.batches, self.oracle)
 
 
+def _check_model(model, name: str = "model") -> None:
+    if not isinstance(model, LinearTransformer):
+        raise InvalidType(f"{name} must be an interp.LinearTransformer, got {type(model).__name__}")
+
+
+def _check_data(data) -> None:
+    """The sequences of an evaluation: an EvalSet, or a ScoredSet of them."""
+    if not isinstance(data, (EvalSet, ScoredSet)):
+        raise InvalidType(f"data must be an interp.EvalSet (or a ScoredSet), got {type(data).__name__}")
+
+
+def _data_d(data: "EvalSet | ScoredSet") -> int | None:
+    if isinstance(data, EvalSet):
+        return data.d
+    return data.batches[0].tokens.shape[-1] - 1 if data.batches else None
+
+
 def _scored(data: "EvalSet | ScoredSet") -> Iterable[tuple[TaskBatch, Tensor]]:
+    _check_data(data)
     if isinstance(data, ScoredSet):
         return data.scored()
     return ((b, half_se(oracle_predict(b), b.target)) for b in data.batches())  # the oracle ridge: λ = σ_τ²
@@ -137,6 +177,13 @@ Predictors = Mapping[str, "LinearTransformer | Predictor"]
 def adjusted_losses(predictors: Predictors, data: "EvalSet | ScoredSet") -> dict[str, Tensor]:
     """Per-sequence adjusted loss ½(ŷ − y_t)² − ½(ŷ_oracle − y_t)² [..., n_seq] of every predictor, on the
     same sequences (the oracle computed once per batch). A predictor returning [..., batch] gets [..., n_seq]."""
+    if not isinstance(predictors, Mapping):
+        raise InvalidType(f"predictors must be a dict name -> model or predictor, got {type(predictors).__name__}")
+    _check_data(data)
+    d = _data_d(data)
+    for name, p in predictors.items():
+        if isinstance(p, LinearTransformer) and d is not None and p.cfg.d != d:
+            raise InvalidArgument(f"{name}: the model has d = {p.cfg.d} but the evaluation set d = {d}")
     preds = {name: as_predictor(p) for name, p in predictors.items()}
     diffs: dict[str, list[Tensor]] = {name: [] for name in preds}
     for batch, base in _scored(data):
@@ -157,6 +204,8 @@ def adjusted_loss(model: "LinearTransformer | Predictor", data: "EvalSet | Score
 
 def sigma_grid(noise: "str | NoisePrior", step: float = 0.5) -> list[float]:
     """Evaluation σ's from 0 to σ_max + 1 (README, Conventions: adjusted loss, per-variance profiles)."""
+    if isinstance(step, bool) or not isinstance(step, numbers.Real) or not 0 < step < math.inf:
+        raise InvalidArgument(f"step must be a finite number > 0, got {step!r:.60}")
     top = as_prior(noise).sigma_max + 1
     count = int(math.floor(top / step + 1e-9))
     return [round(i * step, 10) for i in range(count + 1)]
@@ -168,6 +217,7 @@ def sigma_profile(predictors: Predictors, sigmas: Sequence[float], data: EvalSet
     Every σ reuses the same seed, so w, x and the unit noise ξ are shared across σ (common random
     numbers: the profile is smooth); with σ fixed, `data.noise` draws nothing (the sequences do not depend on it).
     """
+    sigmas = _check_sigmas(sigmas, data)
     out: dict[str, list[LossEstimate]] = {name: [] for name in predictors}
     for s in sigmas:
         for name, est in evaluate(predictors, data.at_sigma(s)).items():
@@ -177,14 +227,29 @@ def sigma_profile(predictors: Predictors, sigmas: Sequence[float], data: EvalSet
 
 def per_layer_loss(model: LinearTransformer, data: "EvalSet | ScoredSet") -> list[LossEstimate]:
     """Adjusted loss of the prediction −y_query after K = 0..L layers of an L-layer model (README, Conventions)."""
+    _check_model(model)
+    _check_data(data)
+    if _data_d(data) not in (None, model.cfg.d):
+        raise InvalidArgument(f"model: the model has d = {model.cfg.d} but the evaluation set d = {_data_d(data)}")
     diff = adjusted_losses({"model": per_layer_predictor(model)}, data)["model"]
     return [LossEstimate.of(row) for row in diff]
 
 
 def per_layer_profile(model: LinearTransformer, sigmas: Sequence[float], data: EvalSet) -> list[list[LossEstimate]]:
     """[K][σ]: adjusted loss after K = 0..L layers at each fixed σ on `data.at_sigma(σ)` (figures 5 and 7)."""
+    _check_model(model)
+    sigmas = _check_sigmas(sigmas, data)
     cols = [per_layer_loss(model, data.at_sigma(s)) for s in sigmas]
     return [[col[k] for col in cols] for k in range(model.cfg.n_layers + 1)]
+
+
+def _check_sigmas(sigmas, data) -> list[float]:
+    """A profile's σ's (a list of numbers, each checked by EvalSet.at_sigma) on an EvalSet."""
+    if not isinstance(data, EvalSet):
+        raise InvalidType(f"data must be an interp.EvalSet (a profile redraws it at each σ), got {type(data).__name__}")
+    if isinstance(sigmas, (str, bytes)) or not isinstance(sigmas, Iterable):
+        raise InvalidType(f"sigmas must be a list of noise stds, got {sigmas!r:.60}")
+    return list(sigmas)
 
 
 # ---------------------------------------------------------------------------- the paper's Table 1

@@ -1,4 +1,5 @@
-"""Bounded reads and atomic writes, and the error a file that cannot be used raises.
+"""Bounded reads and atomic writes, and interp's error types: InterpError, its kinds InvalidArgument (a ValueError)
+and InvalidType (a TypeError), and CheckpointError, which a file that cannot be used raises.
 
 Reads open only regular files (never a FIFO, a device, a socket, a directory or a /proc or /sys file, through a
 symlink or not), refuse a file larger than the caller's limit before reading a byte, and return exactly the bytes the
@@ -20,15 +21,53 @@ from typing import BinaryIO, Iterator
 from interp.limits import MAX_FILE_BYTES
 
 
-class CheckpointError(ValueError):
+class InterpError(Exception):
+    """interp's own errors: what the caller gave cannot be used (an argument, a file, a run, a config), or a run failed
+    the way runs can (it diverged). Never a bug in interp. The message is one line naming the argument or file and
+    what is wrong; `interp` prints it and exits with status 2. Each kind is also a ValueError or TypeError (a
+    RuntimeError for a diverged run), so `except ValueError` keeps catching it."""
+
+    def __str__(self) -> str:  # one line, whatever a wrapped message held
+        return " ".join(part.strip() for part in super().__str__().splitlines() if part.strip())
+
+
+class InvalidArgument(InterpError, ValueError):
+    """A value interp cannot use: a size, shape, range, spec or option that is wrong (the message names it)."""
+
+
+class InvalidType(InterpError, TypeError):
+    """An argument of the wrong type: a list or a string where a tensor is wanted, integer tokens, None (the message
+    names it)."""
+
+
+class CheckpointError(InvalidArgument):
     """A checkpoint or run directory that cannot be used; the message names the file and the problem."""
 
 
+def as_path(value: object, what: str = "path") -> Path:
+    """`value` (a str or os.PathLike) as a Path; InvalidType for anything else, InvalidArgument for an empty path or
+    one holding a NUL byte (no file can have it), naming `what`."""
+    if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
+        raise InvalidType(f"{what} must be a path (str or os.PathLike), got {type(value).__name__}")
+    text = os.fspath(value)
+    if not isinstance(text, str):
+        raise InvalidType(f"{what} must be a path (str or os.PathLike), got {type(text).__name__}")
+    if text == "":
+        raise InvalidArgument(f"{what} is empty")
+    if "\0" in text:
+        raise InvalidArgument(f"{what} {text!r:.80} holds a NUL byte; no file can have that name")
+    return Path(text)
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, fsync, then rename over `path`."""
+    """Write via a temporary file in the same directory, fsync, then rename over `path`. An OSError names `path`
+    (not the temporary file, nor nothing: a full disk while writing)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise _naming(err, path) from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         with os.fdopen(fd, "wb") as fh:
@@ -36,15 +75,24 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(err, OSError):
+            raise _naming(err, path) from None
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _naming(err: OSError, path: Path) -> OSError:
+    """`err` as the same kind of OSError naming `path` (the file being written)."""
+    if err.errno is None:
+        return err
+    return type(err)(err.errno, err.strerror, str(path))
 
 
 def _umask() -> int:

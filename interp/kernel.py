@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp.files import InvalidArgument
+
 ROW_LENGTHS = (8, 16, 32, 64)  # compiled SIMD row lengths: Ŝ of width d + 2 runs in the smallest that holds it
 ABI = 6  # moments.cpp's interp_moments_abi()
 BUILDS = ("avx512", "avx2", "portable")  # widest first
@@ -36,7 +38,7 @@ _DTYPES = {torch.float32: 0, torch.float64: 1}
 _POINTERS = ("S0", "q0", "P", "Q", "Pt", "y", "gy", "dP", "dQt", "G0", "x", "xq", "w", "sigma", "xi", "weight", "c")
 
 
-class KernelError(ValueError):
+class KernelError(InvalidArgument):
     """A tensor handed to the kernel has the wrong shape, dtype, device or layout (the message names it)."""
 
 

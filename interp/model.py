@@ -27,6 +27,7 @@ from transformer_lens.hook_points import HookPoint
 
 from interp import moments, params
 from interp.config import ModelConfig
+from interp.files import InvalidArgument, InvalidType
 from interp.params import diag_matrices  # noqa: F401 - where it lived before interp.params
 
 
@@ -144,6 +145,16 @@ def global_hooks() -> bool:
     return not detection.ok or bool(detection.any_global())
 
 
+def _as_tensor(name: str, value) -> Tensor:
+    """A tensor argument given as a tensor, an array or nested lists of numbers; InvalidType naming it otherwise."""
+    if isinstance(value, Tensor):
+        return value
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise InvalidType(f"{name} must be a tensor (or nested lists of numbers), got {type(value).__name__}") from None
+
+
 class LinearAttention(nn.Module):
     """One multi-head linear self-attention layer, parameterized as FULL, DIAG or GD++."""
 
@@ -231,6 +242,10 @@ class LinearTransformer(HookedRootModule):
     """
 
     def __init__(self, cfg: ModelConfig, init: bool = True, generator: torch.Generator | None = None):
+        if not isinstance(cfg, ModelConfig):
+            raise InvalidType(f"cfg must be an interp.ModelConfig, got {type(cfg).__name__} (ModelConfig(**fields))")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise InvalidType(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         super().__init__()
         self.cfg = cfg
         self.arch = params.of(cfg.param)  # what FULL, DIAG and GD++ do differently (interp.params)
@@ -286,7 +301,7 @@ class LinearTransformer(HookedRootModule):
         positional activations only; hook_stats (S, no position axis) is cached whole.
         """
         if remove_batch_dim and tokens.shape[0] != 1:
-            raise ValueError(f"remove_batch_dim needs a batch of 1, got tokens of shape {list(tokens.shape)}")
+            raise InvalidArgument(f"remove_batch_dim needs a batch of 1, got tokens of shape {list(tokens.shape)}")
         cache_dict, fwd, bwd = self.get_caching_hooks(
             names_filter, incl_bwd, device, remove_batch_dim, pos_slice=pos_slice
         )
@@ -298,7 +313,7 @@ class LinearTransformer(HookedRootModule):
                 value = out if metric is None else metric(out)
                 if not isinstance(value, Tensor) or value.numel() != 1:
                     shape = list(value.shape) if isinstance(value, Tensor) else type(value).__name__
-                    raise ValueError(
+                    raise InvalidArgument(
                         f"incl_bwd backpropagates a scalar, got {shape}: on a batch pass metric=, "
                         "e.g. metric=lambda y_hat: y_hat.sum()"
                     )
@@ -326,7 +341,7 @@ class LinearTransformer(HookedRootModule):
         elif callable(names_filter):
             keep = names_filter
         else:
-            raise ValueError(f"names_filter must be a hook name, a list of names or a function, got {names_filter!r}")
+            raise InvalidType(f"names_filter must be a hook name, a list of names or a function, got {names_filter!r}")
         is_stats = lambda name: name.endswith("attn.hook_stats")
         cache = {} if cache is None else cache
         hooks = [
@@ -392,24 +407,25 @@ class LinearTransformer(HookedRootModule):
         """ŷ after 0, 1, ..., L layers (row 0 is the zero prediction of the raw query)."""
         return -self.residual_stream(tokens)[:, :, -1, -1]
 
-    def _check_tokens(self, tokens: Tensor) -> Tensor:
+    def _check_tokens(self, tokens: Tensor, cast: bool = True) -> Tensor:
         """The tokens in the model's dtype: floating tokens of another dtype (float64 evaluation batches into a
-        float32 model) are cast, as the model's own arithmetic would round them anyway. TypeError for a list,
-        a numpy array or integer / bool tokens; ValueError for a wrong shape or an empty batch."""
+        float32 model) are cast, as the model's own arithmetic would round them anyway (with `cast` False, returned
+        as given). TypeError for a list, a numpy array or integer / bool tokens; ValueError for a wrong shape or an
+        empty batch."""
         if not isinstance(tokens, Tensor):
-            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__} (use torch.as_tensor)")
+            raise InvalidType(f"tokens must be a torch.Tensor, got {type(tokens).__name__} (use torch.as_tensor)")
         if not tokens.is_floating_point():
-            raise TypeError(
+            raise InvalidType(
                 f"tokens must be floating point, got {str(tokens.dtype).removeprefix('torch.')} "
                 f"(the model is {self.cfg.dtype})"
             )
         if tokens.ndim != 3 or tokens.shape[-1] != self.cfg.d_model or tokens.shape[1] < 2:
-            raise ValueError(
+            raise InvalidArgument(
                 f"tokens must be [batch, n+1, d+1] with d+1 = {self.cfg.d_model} and n >= 1, got {list(tokens.shape)}"
             )
         if tokens.shape[0] == 0:
-            raise ValueError("tokens: empty batch (batch size 0)")
-        return tokens.to(self.cfg.torch_dtype)
+            raise InvalidArgument("tokens: empty batch (batch size 0)")
+        return tokens.to(self.cfg.torch_dtype) if cast else tokens
 
     # ------------------------------------------------------------------ weights
     @property
@@ -432,13 +448,13 @@ class LinearTransformer(HookedRootModule):
     @classmethod
     def from_matrices(cls, P: Tensor, Q: Tensor, dtype: str | None = None) -> "LinearTransformer":
         """A FULL model with the given P, Q of shape [L, H, d+1, d+1]."""
-        P, Q = torch.as_tensor(P), torch.as_tensor(Q)
+        P, Q = _as_tensor("P", P), _as_tensor("Q", Q)
         if P.ndim != 4 or P.shape != Q.shape or P.shape[-1] != P.shape[-2] or P.shape[-1] < 2:
-            raise ValueError(f"P and Q must both be [L, H, d+1, d+1], got {list(P.shape)} and {list(Q.shape)}")
+            raise InvalidArgument(f"P and Q must both be [L, H, d+1, d+1], got {list(P.shape)} and {list(Q.shape)}")
         if not (P.is_floating_point() and Q.is_floating_point()):
-            raise TypeError(f"P and Q must be floating point, got {P.dtype} and {Q.dtype}")
+            raise InvalidType(f"P and Q must be floating point, got {P.dtype} and {Q.dtype}")
         if not (torch.isfinite(P).all() and torch.isfinite(Q).all()):
-            raise ValueError("P and Q must be finite (the checkpoint loader rejects NaN and inf too)")
+            raise InvalidArgument("P and Q must be finite (the checkpoint loader rejects NaN and inf too)")
         if dtype is None:
             dtype = "float64" if P.dtype == torch.float64 else "float32"
         L, H, D, _ = P.shape
@@ -455,11 +471,11 @@ class LinearTransformer(HookedRootModule):
 
         Head 1: p_x = 1, q_x = ω_xx, q_y = ω_xy; head 2: p_y = 1, q_x = ω_yx, q_y = ω_yy.
         """
-        omegas = torch.as_tensor(omegas, dtype=torch.float64)
+        omegas = _as_tensor("omegas", omegas).to(torch.float64)
         if omegas.ndim != 2 or omegas.shape[1] != 4:
-            raise ValueError(f"omegas must be [L, 4], got {list(omegas.shape)}")
+            raise InvalidArgument(f"omegas must be [L, 4], got {list(omegas.shape)}")
         if not torch.isfinite(omegas).all():
-            raise ValueError("omegas must be finite")
+            raise InvalidArgument("omegas must be finite")
         cfg = ModelConfig(d=d, n_layers=omegas.shape[0], n_heads=2, param=params.DIAG.name, dtype=dtype)
         model = cls(cfg, init=False)
         with torch.no_grad():

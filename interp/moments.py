@@ -21,6 +21,7 @@ Parameters keep their true shapes: padding exists only inside this module and th
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import statistics
 import time
@@ -35,8 +36,8 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from interp import kernel, params
-from interp.files import read_regular_file
-from interp.tasks import draw_tasks
+from interp.files import InvalidArgument, InvalidType, read_regular_file
+from interp.tasks import TaskDraw, draw_tasks
 
 
 def padded_width(width: int) -> int:
@@ -340,8 +341,11 @@ def half_squared_errors(
     """(c, ℓ) of FusedHalfSE for a LinearTransformer and a task draw (interp.tasks.TaskDraw) on the fused CPU kernel
     (`fused_supported`): the trainer's loss terms, differentiable in the model's parameters through their sum, and
     the half squared errors. The same numbers as the model's forward on `draw.batch()`, to float rounding."""
+    _check_model(model)
+    if not isinstance(draw, TaskDraw):
+        raise InvalidType(f"draw must be an interp.TaskDraw (interp.draw_tasks), got {type(draw).__name__}")
     if not fused_supported(model, draw.x):
-        raise ValueError(
+        raise InvalidArgument(
             "the fused training loss needs the compiled kernel, no hooks on the model, and a CPU float32/float64 "
             f"draw of the model's dtype (not requiring grad) with d + 2 <= {kernel.ROW_LENGTHS[-1]}; "
             "use the model's forward on draw.batch() instead"
@@ -512,26 +516,38 @@ def predict(
     "auto" (the kernel where it supports the tensors, else torch). `width` (torch backend only) overrides the
     padded width of Ŝ (≥ d + 2).
     """
+    _check_model(model)
+    # a floating tensor [batch, n+1, d+1] of the model's width; not cast: this path takes the model's dtype (a forward
+    # casts first), and another one is refused by the kernel or by torch, never misread
+    tokens = model._check_tokens(tokens, cast=False)
     cfg = model.cfg
     D = cfg.d_model
     if backend not in ("auto", "kernel", "torch"):
-        raise ValueError(f"backend must be auto, kernel or torch, got {backend!r}")
+        raise InvalidArgument(f"backend must be auto, kernel or torch, got {backend!r}")
+    if width is not None and (isinstance(width, bool) or not isinstance(width, numbers.Integral)):
+        raise InvalidType(f"width must be an int or None, got {width!r:.60}")
     on_kernel = width is None and backend != "torch" and _kernel_takes(model, tokens)
     on_kernel = on_kernel and (backend == "kernel" or kernel_choice().forward)
     if backend == "kernel" and not on_kernel:
-        raise ValueError(
+        raise InvalidArgument(
             "backend='kernel' needs the compiled kernel (interp.kernel.available()), CPU float32/float64 tokens "
             f"of the model's dtype, d + 2 <= {kernel.ROW_LENGTHS[-1]} and no width"
         )
     width = None if on_kernel else padded_width(D + 1) if width is None else width
     if width is not None and width < D + 1:
-        raise ValueError(f"width must be >= d + 2 = {D + 1}, got {width}")
+        raise InvalidArgument(f"width must be >= d + 2 = {D + 1}, got {width}")
     ctx = tokens[:, :-1]
     S0 = ctx.mT @ ctx  # S^0 = Σ_{j≤n} e_j e_jᵀ over the context (the query is not a key)
     q0 = tokens[:, -1]
     kind, W1, W2 = layer_maps(model)
     save = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (S0, q0, W1, W2))
     return MomentRecursion.apply(S0, q0, W1, W2, kind, width, save)
+
+
+def _check_model(model) -> None:
+    """InvalidType unless `model` is a LinearTransformer (interp.model, above this module: known by what it has)."""
+    if not all(hasattr(model, name) for name in ("cfg", "arch", "blocks", "_check_tokens")):
+        raise InvalidType(f"model must be an interp.LinearTransformer, got {type(model).__name__}")
 
 
 def layer_maps(model) -> tuple[str, Tensor, Tensor | None]:

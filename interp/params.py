@@ -21,6 +21,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from interp.files import InvalidArgument
+
 # The moment path's two kinds of layer maps (interp.moments.MomentRecursion's `kind`): dense P_k, Q_k [L, H, D, D]
 # ("full", the kernel's FULL ABI) or ω [L, 4] ("diag", its DIAG ABI, which DIAG and GD++ both use).
 MAP_KINDS = {"full": True, "diag": False}  # kind → dense
@@ -31,7 +33,7 @@ def dense_maps(kind: str) -> bool:
     try:
         return MAP_KINDS[kind]
     except (KeyError, TypeError):
-        raise ValueError(f"layer-map kind must be one of {', '.join(MAP_KINDS)}, got {kind!r}") from None
+        raise InvalidArgument(f"layer-map kind must be one of {', '.join(MAP_KINDS)}, got {kind!r}") from None
 
 
 def diag_matrices(
@@ -83,11 +85,11 @@ class Parameterization:
 
     def diag_params(self, attn) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """(p_x, p_y, q_x, q_y) of one layer, each [H]."""
-        raise ValueError("a FULL layer has no (p_x, p_y, q_x, q_y); fit it with interp.probes")
+        raise InvalidArgument("a FULL layer has no (p_x, p_y, q_x, q_y); fit it with interp.probes")
 
     def omegas(self, attns: Sequence) -> Float[Tensor, "L 4"]:
         """ω_xx, ω_xy, ω_yx, ω_yy per layer, differentiable in the weights."""
-        raise ValueError("omegas() is defined for diag and gdpp models; fit a FULL model with interp.probes")
+        raise InvalidArgument("omegas() is defined for diag and gdpp models; fit a FULL model with interp.probes")
 
     def layer_maps(self, attns: Sequence) -> tuple[Tensor, Tensor | None]:
         """(W1, W2) for interp.moments.MomentRecursion, of kind `maps`, differentiable in the weights."""
@@ -146,4 +148,4 @@ def of(name: str) -> Parameterization:
     try:
         return ARCHS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"param must be one of {', '.join(ARCHS)}, got {name!r}") from None
+        raise InvalidArgument(f"param must be one of {', '.join(ARCHS)}, got {name!r}") from None

@@ -29,12 +29,14 @@ S and the tokens to come from one context).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from transformer_lens.ActivationCache import ActivationCache
 
+from interp.files import InvalidArgument, InvalidType
 from interp.model import LinearTransformer
 
 HOOK_NAMES = {  # TransformerLens's short names (transformer_lens.utilities.get_act_name) -> hook points
@@ -99,11 +101,23 @@ def generic_activation_patch(
     activation_name: a key of HOOK_NAMES; index_axis_names: "layer" first, then "pos" (0..n, the query
     last) and / or "head". Returns [*axis sizes, *metric shape].
     """
+    if not isinstance(model, LinearTransformer):
+        raise InvalidType(f"model must be an interp.LinearTransformer, got {type(model).__name__}")
     if activation_name not in HOOK_NAMES:
-        raise ValueError(f"activation_name must be one of {', '.join(HOOK_NAMES)}, got {activation_name!r}")
-    if not isinstance(corrupted_tokens, Tensor) or corrupted_tokens.ndim != 3:
-        got = list(corrupted_tokens.shape) if isinstance(corrupted_tokens, Tensor) else type(corrupted_tokens).__name__
-        raise ValueError(f"corrupted_tokens must be a [batch, n+1, d+1] tensor, got {got}")
+        raise InvalidArgument(f"activation_name must be one of {', '.join(HOOK_NAMES)}, got {activation_name!r}")
+    if not isinstance(corrupted_tokens, Tensor):
+        raise InvalidType(f"corrupted_tokens must be a [batch, n+1, d+1] tensor, got {type(corrupted_tokens).__name__}")
+    if corrupted_tokens.ndim != 3:
+        got = list(corrupted_tokens.shape)
+        raise InvalidArgument(f"corrupted_tokens must be a [batch, n+1, d+1] tensor, got {got}")
+    corrupted_tokens = model._check_tokens(corrupted_tokens)  # its shape and dtype, before any hook runs
+    if not isinstance(clean_cache, Mapping) and not isinstance(clean_cache, ActivationCache):
+        raise InvalidType(
+            "clean_cache must be the ActivationCache of model.run_with_cache(clean_tokens), "
+            f"got {type(clean_cache).__name__}"
+        )
+    if not callable(patching_metric):
+        raise InvalidType(f"patching_metric must be a function ŷ -> number, got {type(patching_metric).__name__}")
     sizes = {"layer": model.cfg.n_layers, "pos": corrupted_tokens.shape[1], "head": model.cfg.n_heads}
     shape = [sizes[axis] for axis in index_axis_names]
     values = []
@@ -113,14 +127,14 @@ def generic_activation_patch(
         try:
             clean = clean_cache[name]
         except KeyError:
-            raise ValueError(
+            raise InvalidArgument(
                 f"clean_cache has no {name!r}: cache the clean run with model.run_with_cache(tokens) "
                 "(no names_filter, pos_slice or remove_batch_dim)"
             ) from None
 
         def hook(activation: Tensor, hook, index=index, clean=clean, name=name) -> Tensor:
             if activation.shape != clean.shape:
-                raise ValueError(
+                raise InvalidArgument(
                     f"clean_cache[{name!r}] has shape {list(clean.shape)}, the corrupted run's "
                     f"{list(activation.shape)}: clean and corrupted tokens must have the same shape"
                 )
@@ -181,9 +195,12 @@ def permute_labels(
     tokens: Float[Tensor, "batch pos D"], generator: torch.Generator | None = None
 ) -> Float[Tensor, "batch pos D"]:
     """A copy of tokens with each sequence's n context labels y_j shuffled (x's and the query unchanged)."""
-    if not isinstance(tokens, Tensor) or tokens.ndim != 3 or tokens.shape[1] < 2:
-        got = list(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
-        raise ValueError(f"tokens must be a [batch, n+1, d+1] tensor, got {got}")
+    if not isinstance(tokens, Tensor):
+        raise InvalidType(f"tokens must be a [batch, n+1, d+1] tensor, got {type(tokens).__name__}")
+    if tokens.ndim != 3 or tokens.shape[1] < 2:
+        raise InvalidArgument(f"tokens must be a [batch, n+1, d+1] tensor, got {list(tokens.shape)}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise InvalidType(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     B, T, _ = tokens.shape
     perm = torch.rand(B, T - 1, generator=generator).argsort(dim=1).to(tokens.device)
     out = tokens.clone()
@@ -196,8 +213,17 @@ def recovery_metric(
 ) -> Callable[[Tensor], Tensor]:
     """metric(ŷ) = 1 − mean (ŷ − ŷ_clean)² / mean (ŷ_corrupted − ŷ_clean)²: 0 for the corrupted run, 1 for
     the clean one, negative when a patch moves ŷ further from the clean prediction than the corruption did."""
+    for name, t in (("clean_out", clean_out), ("corrupted_out", corrupted_out)):
+        if not isinstance(t, Tensor) or not t.is_floating_point() or t.ndim != 1 or len(t) == 0:
+            got = list(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            raise InvalidType(f"{name} must be the model's ŷ, a floating tensor [batch], got {got}")
+    if clean_out.shape != corrupted_out.shape:
+        raise InvalidArgument(
+            "clean_out and corrupted_out must have one shape, "
+            f"got {list(clean_out.shape)} and {list(corrupted_out.shape)}"
+        )
     clean = clean_out.detach()
     base = ((corrupted_out.detach() - clean) ** 2).mean()
     if not base > 0:
-        raise ValueError("clean_out and corrupted_out are equal: the corruption changed no prediction")
+        raise InvalidArgument("clean_out and corrupted_out are equal: the corruption changed no prediction")
     return lambda y_hat: 1 - ((y_hat - clean) ** 2).mean() / base

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from interp.config import TrainConfig
+from interp.files import InvalidArgument
 from interp.tasks import as_prior
 
 # Peak learning rate of the fast one-cycle preset by depth: the stable peak falls with depth
@@ -17,6 +18,7 @@ FAST_PEAK_LR = {1: 1e-2, 2: 1e-2, 3: 4e-3, 4: 2e-3, 5: 1.5e-3, 6: 1e-3}
 # uniform:1 (paper 0.002), GD++ 0.0088 against 0.0134 (paper 0.009), and the same 0.0498 on uniform:5 (10⁵
 # sequences; experiments/results/presets.md, session 8). Deeper models take the 7-layer value.
 FAST_PEAK_LR_DIAG = {**FAST_PEAK_LR, 4: 5e-3, 5: 3e-3, 6: 8e-3, 7: 8e-3}
+FAST_PEAK_LRS = {"full": FAST_PEAK_LR, "diag": FAST_PEAK_LR_DIAG, "gdpp": FAST_PEAK_LR_DIAG}  # param → its table
 FAST_STEPS_PER_LAYER = 2000
 # FULL models from 5 layers on diverge on rare contexts (XᵀX's largest eigenvalue ≳ 75 against a median of 49, or a
 # large Σ y²) in 8 of 14 runs, measured on 10⁶ sequences. A quarter of each batch drawn at 1.4× the size
@@ -43,7 +45,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     if cfg.preset == "paper":
         defaults = dict(steps=200_000, lr=1e-4, schedule="constant", stress=0.0, stress_scale=FAST_STRESS_SCALE)
     elif cfg.preset == "fast":
-        table = FAST_PEAK_LR if cfg.model.param == "full" else FAST_PEAK_LR_DIAG
+        table = FAST_PEAK_LRS[cfg.model.param]
         depth, frac = FAST_STRESS.get(cfg.model.param, (0, 0.0))
         defaults = dict(
             steps=FAST_STEPS_PER_LAYER * max(L, 1),
@@ -56,14 +58,14 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         if max(as_prior(cfg.noise).values) <= LOW_NOISE:
             defaults.update(FAST_LOW_NOISE.get((cfg.model.param, L), {}))
     else:
-        raise ValueError(f"unknown preset {cfg.preset!r} (fast or paper)")
+        raise InvalidArgument(f"unknown preset {cfg.preset!r} (fast or paper)")
     fill = {k: v for k, v in defaults.items() if getattr(cfg, k) is None}
     cfg = dataclasses.replace(cfg, **fill)
     if cfg.schedule not in ("onecycle", "constant"):
-        raise ValueError(f"unknown schedule {cfg.schedule!r} (onecycle or constant)")
+        raise InvalidArgument(f"unknown schedule {cfg.schedule!r} (onecycle or constant)")
     if cfg.guard not in ("robust", "none"):
-        raise ValueError(f"unknown guard {cfg.guard!r} (robust or none)")
+        raise InvalidArgument(f"unknown guard {cfg.guard!r} (robust or none)")
     if cfg.steps < 1 or cfg.batch < 1 or cfg.n < 1 or not cfg.lr > 0:
-        raise ValueError("steps, batch and n must be >= 1 and lr > 0")
+        raise InvalidArgument("steps, batch and n must be >= 1 and lr > 0")
     as_prior(cfg.noise)
     return cfg

@@ -36,7 +36,7 @@ import torch
 
 from interp import checkpoints as ck
 from interp.config import Matrix, TrainConfig
-from interp.files import CheckpointError, atomic_write_text, read_regular_file
+from interp.files import CheckpointError, InvalidArgument, as_path, atomic_write_text, read_regular_file
 from interp.limits import MAX_CONFIG_BYTES, MAX_TEXT_BYTES
 from interp.model import LinearTransformer
 from interp.presets import resolve
@@ -63,7 +63,7 @@ class Run:
     LOCK_FILE = ".lock"
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
+        self.path = as_path(path, "run directory")
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r})"
@@ -141,7 +141,8 @@ class Run:
     def config(self) -> TrainConfig:
         """The validated TrainConfig the run was started with; CheckpointError names the file and the problem."""
         if not self.path.is_dir():
-            raise CheckpointError(f"{self.path}: no such run directory")
+            why = "not a directory, so no run" if os.path.lexists(self.path) else "no such run directory"
+            raise CheckpointError(f"{self.path}: {why}")
         path = self.config_path
         if not path.exists():
             raise CheckpointError(f"{path}: no such file (not a run directory)")
@@ -231,11 +232,13 @@ class Run:
         cfg = self.config()
         return [(step, self.load_checkpoint(p, cfg)[0]) for step, p in ckpts]
 
-    def save_checkpoint(self, model: LinearTransformer, step: int, **extra: Any) -> Path:
-        """Atomically save the model's weights, its config and the training step into the trajectory."""
+    def save_checkpoint(
+        self, model: LinearTransformer, step: int, trained_on: TrainConfig | None = None, **extra: Any
+    ) -> Path:
+        """Atomically save the model's weights, its config, the training step and what it was trained on
+        (checkpoints.save_checkpoint) into the trajectory."""
         path = self.checkpoint_path(step)
-        meta = {"model_config": model.cfg.to_dict(), "step": int(step), **extra}
-        ck.save_tensors(path, ck.model_tensors(model), meta)
+        ck.save_checkpoint(path, model, step, trained_on, **extra)
         return path
 
     def drop_checkpoints_after(self, step: int) -> None:
@@ -313,7 +316,7 @@ class Run:
             try:
                 row = json.loads(line)
                 if not isinstance(row, dict) or type(row.get("step")) is not int:
-                    raise ValueError("no integer 'step'")
+                    raise InvalidArgument("no integer 'step'")
             except (ValueError, RecursionError) as err:
                 if i == len(lines) - 1:  # no newline after it: torn by a crash
                     break
@@ -424,10 +427,14 @@ def _differences(saved: dict, now: dict, prefix: str) -> str:
 
 def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint file as given, or the last checkpoint of a run directory."""
-    path = Path(path)
-    if path.is_dir():
+    path = as_path(path)
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as err:  # a name too long, a directory that cannot be searched, ...
+        raise CheckpointError(f"{str(path)[:200]}: cannot read ({err.strerror})") from None
+    if is_dir:
         return Run(path).last_checkpoint()
-    if not path.exists():
+    if not exists:
         raise CheckpointError(f"{path}: no such file or directory")
     return path
 
@@ -437,7 +444,8 @@ class ResolvedModel:
     """What a path names (resolve_model): the model read, and what it was trained on.
 
     A run's facts come from its config.json; a loose checkpoint file's from its own metadata, which records the
-    training prior (when it was saved with one) but neither n nor the input covariance.
+    training prior, n and the input covariance when it was saved by a trainer that recorded them (`note` says when
+    it does not: such a file is taken as trained on x ~ N(0, I)).
     """
 
     path: Path  # as given: a run directory, a checkpoint file of a run (its resume file too), or a loose file
@@ -446,11 +454,22 @@ class ResolvedModel:
     step: int | None  # the training step the checkpoint records (None: it records none)
     noise: str | None  # spec of the training noise prior: the run's config, else the checkpoint's; None: unknown
     d: int  # the task dimension (the model's)
-    n: int | None  # the training context length (the run's config); None: unknown (a loose checkpoint)
-    x_cov: Matrix | None  # the training input covariance Λ, x ~ N(0, Λ) (the run's config); None: I (loose: I)
+    n: int | None  # the training context length (the run's config, or a loose checkpoint's metadata); None: unknown
+    x_cov: Matrix | None  # the training input covariance Λ, x ~ N(0, Λ) (config or loose metadata); None: I
     run: Run | None  # the run the checkpoint belongs to; None for a loose checkpoint file
     config: TrainConfig | None = None  # that run's validated config; None for a loose checkpoint file
     sha256: str = ""  # of the checkpoint file's bytes the model was read from, once they passed every check
+    covariance_recorded: bool = True  # False: a loose checkpoint whose metadata does not say what Λ it had
+
+    @property
+    def note(self) -> str | None:
+        """One line for the user when what the model was trained on is not known, else None."""
+        if self.covariance_recorded:
+            return None
+        return (
+            f"{self.checkpoint}: a loose checkpoint that records no input covariance (copied out of its run, or saved "
+            "before interp recorded it); taken as trained on x ~ N(0, I)"
+        )
 
 
 def resolve_model(path: str | Path) -> ResolvedModel:
@@ -460,7 +479,7 @@ def resolve_model(path: str | Path) -> ResolvedModel:
     config's (Run.load_checkpoint); any problem is a CheckpointError naming the file. A directory without a config
     that holds checkpoints/ counts as loose (no run, n unknown).
     """
-    path = Path(path)
+    path = as_path(path)
     checkpoint, run, cfg, model, meta, digest = _load(path)
     return ResolvedModel(
         path=path,
@@ -469,11 +488,12 @@ def resolve_model(path: str | Path) -> ResolvedModel:
         step=meta.get("step"),
         noise=meta.get("noise") if cfg is None else cfg.noise,
         d=model.cfg.d,
-        n=None if cfg is None else cfg.n,
-        x_cov=None if cfg is None else cfg.x_cov,
+        n=meta.get("n") if cfg is None else cfg.n,
+        x_cov=meta.get("x_cov") if cfg is None else cfg.x_cov,
         run=run,
         config=cfg,
         sha256=digest,
+        covariance_recorded=cfg is not None or "x_cov" in meta,
     )
 
 
@@ -493,19 +513,19 @@ def _load(path: Path) -> tuple[Path, Run | None, TrainConfig | None, LinearTrans
 def load_with_digest(path: str | Path) -> tuple[LinearTransformer, dict[str, Any], str]:
     """(model, metadata, SHA-256 of the checkpoint file's bytes) from a checkpoint file or a run directory (its last
     checkpoint), as load_with_meta: the digest is of the bytes the model was read from, once they passed every check."""
-    return _load(Path(path))[3:]
+    return _load(as_path(path))[3:]
 
 
 def checkpoint_sha256(path: str | Path) -> str:
     """SHA-256 of the checkpoint file `path` names (a run directory: its last checkpoint), taken from the bytes read
     only once they passed every check of resolve_model (the run's config included)."""
-    return _load(Path(path))[5]
+    return _load(as_path(path))[5]
 
 
 def load_with_meta(path: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:
     """(model, metadata) from a checkpoint file or a run directory (its last checkpoint); a run's checkpoint is
     checked against the run's config."""
-    return _load(Path(path))[3:5]
+    return _load(as_path(path))[3:5]
 
 
 def load(path: str | Path) -> LinearTransformer:

@@ -13,12 +13,16 @@ sequence and value. Used by the baselines (interp.baselines) and the probes (int
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import torch
 from einops import einsum
 from jaxtyping import Float
 from torch import Tensor
+
+from interp.files import InvalidArgument, InvalidType
+from interp.tasks import check_batch
 
 SIGMA2_FLOOR = 1e-20  # σ = 0 atoms: far below float64 residuals of noisy data, far above those of exact data
 
@@ -49,6 +53,7 @@ class SpectralContext:
     @classmethod
     def of(cls, batch) -> "SpectralContext":
         """The context of a TaskBatch, memoised on it (several baselines read the same batch)."""
+        check_batch(batch)
         memo = getattr(batch, "_spectral", None)
         if memo is not None and memo[0] is batch.tokens:
             return memo[1]
@@ -59,6 +64,7 @@ class SpectralContext:
     @classmethod
     def from_batch(cls, batch) -> "SpectralContext":
         """From the raw tokens; ρ from the explicit residuals (no cancellation for nearly noiseless sequences)."""
+        check_batch(batch)
         x, y, xt = batch.x.double(), batch.y.double(), batch.x_query.double()
         s, V = torch.linalg.eigh(x.transpose(1, 2) @ x)
         s = s.clamp_min(0.0)
@@ -90,19 +96,36 @@ class SpectralContext:
     # ------------------------------------------------------------------ coefficients, weights, predictions
     def ridge_coef(self, lam: Tensor | float) -> Float[Tensor, "... batch d"]:
         """1 / (s_k + λ) for λ a scalar or [..., batch]; 0 on the null space of Σ when λ = 0."""
-        lam = torch.as_tensor(lam, dtype=torch.float64, device=self.s.device)
+        lam = self._param("lam", lam)
         denom = self.s + (lam[..., None] if lam.ndim else lam)
         keep = denom > _rank_tol(self.s)
         return torch.where(keep, 1.0 / torch.where(keep, denom, torch.ones_like(denom)), 0.0)
 
     def gd_coef(self, steps: int, eta: Tensor | float) -> Float[Tensor, "... batch d"]:
         """η Σ_{j<k} (1 − η s)^j for k = `steps`, η a scalar or [..., batch] (the GD construction)."""
-        eta = torch.as_tensor(eta, dtype=torch.float64, device=self.s.device)
+        if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
+            raise InvalidType(f"steps must be an int, got {steps!r:.60}")
+        if steps < 0:
+            raise InvalidArgument(f"steps must be >= 0, got {steps}")
+        eta = self._param("eta", eta)
         eta = eta[..., None] if eta.ndim else eta
         c = torch.zeros_like(self.s * eta)
         for _ in range(steps):
             c = c * (1 - eta * self.s) + eta  # w_{j+1} = w_j + η(α − Σ w_j), coordinatewise
         return c
+
+    def _param(self, name: str, value: Tensor | float) -> Tensor:
+        """λ or η as a float64 tensor: a number, or one per sequence [..., batch] (or [..., 1], a grid of them);
+        InvalidType / InvalidArgument naming it otherwise."""
+        try:
+            t = torch.as_tensor(value, dtype=torch.float64, device=self.s.device)
+        except (TypeError, ValueError, RuntimeError):
+            raise InvalidType(f"{name} must be a number or a tensor [..., batch], got {type(value).__name__}") from None
+        if t.ndim and t.shape[-1] not in (1, self.s.shape[0]):  # broadcast against the batch: [..., batch] or [..., 1]
+            raise InvalidArgument(
+                f"{name} must be a number or [..., batch] with batch = {self.s.shape[0]}, got shape {list(t.shape)}"
+            )
+        return t
 
     def weights(self, coef: Float[Tensor, "... batch d"]) -> Float[Tensor, "... batch d"]:
         """w = V diag(coef) a."""
@@ -122,7 +145,7 @@ class SpectralContext:
 
     def ridge(self, lam: Tensor | float) -> Float[Tensor, "... batch"]:
         """ŷ_λ = ⟨(Σ + λI)⁻¹α, x_t⟩ = Σ_k a_k b_k / (s_k + λ) (λ = 0: OLS, minimum-norm when n < d)."""
-        lam = torch.as_tensor(lam, dtype=torch.float64, device=self.s.device)
+        lam = self._param("lam", lam)
         denom = self.s + (lam[..., None] if lam.ndim else lam)
         keep = denom > _rank_tol(self.s)
         return torch.where(keep, self.a * self.b / torch.where(keep, denom, torch.ones_like(denom)), 0.0).sum(-1)
@@ -149,7 +172,7 @@ class SpectralContext:
     def sigma2_hat(self) -> Float[Tensor, "batch"]:
         """Unbiased noise estimate σ̂² = ρ / (n − d) (AdaRR)."""
         if self.n <= self.d:
-            raise ValueError(f"AdaRR needs n > d (n={self.n}, d={self.d})")
+            raise InvalidArgument(f"AdaRR needs n > d (n={self.n}, d={self.d})")
         return self.rss / (self.n - self.d)
 
     def log_marginal(self, sigma2: float) -> Float[Tensor, "batch"]:

@@ -19,6 +19,7 @@ a rerun, a copy of the runs elsewhere or a fresh clone with the committed cache 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,14 +28,19 @@ from typing import Callable
 from interp.config import TrainConfig, describe_covariance
 from interp.evalcache import CACHE_FILE, EvalCache, baseline_subject, cached_loss, cached_losses
 from interp.evalset import EvalSet
-from interp.evaluate import TABLE1_COLUMNS, evaluate, paper_table, paper_value, precise
-from interp.files import CheckpointError, read_regular_file
+from interp.evaluate import TABLE1_COLUMNS, dominated, evaluate, paper_table, paper_value, precise
+from interp.files import CheckpointError, InvalidArgument, InvalidType, as_path, read_regular_file
 from interp.model import LinearTransformer
+from interp.params import DIAG, FULL, GDPP, Parameterization, of
+from interp.render import DASH, markdown
+from interp.render import loss as loss_text
 from interp.run import Run, load_with_digest
 from interp.tasks import as_prior
 from interp.tuning import TUNE_SEED, TUNE_SEQ, baselines, format_param, parameters, tuned
 
-ARCH_NAMES = {"gdpp": "GD++", "diag": "DIAG", "full": "FULL"}
+# The paper's order of the architectures (Table 1's rows at each depth, the report's legends): the most constrained
+# first. How each is written is its `.label` (interp.params).
+PAPER_ORDER: tuple[Parameterization, ...] = (GDPP, DIAG, FULL)
 BASE_NAMES = {"constrr": "ConstRR", "adarr": "AdaRR", "tunedrr": "TunedRR", "bayes": "Bayes floor"}
 N_SEQ = 100_000  # sequences per model and per baseline (the paper's evaluation size)
 QUICK_SEQ = 10_000  # --quick: a preview
@@ -165,7 +171,7 @@ def evaluate_runs(
             if digest != r["digest"]:
                 raise CheckpointError(f"{r['checkpoint']}: changed since it was checked against its config; rerun")
             est = evaluate({"m": model}, model_set(r["noise"], n_seq, eval_seed))["m"]
-            log(f"{r['run']}: {est.mean:.4g} ± {est.stderr:.2g}  [{time.perf_counter() - t0:.1f}s]")
+            log(f"{r['run']}: {loss_text(est.mean, est.stderr, est.n_seq)}  [{time.perf_counter() - t0:.1f}s]")
             return est
 
         about = {"run": _where(r["run"]), "step": r["step"]}
@@ -189,7 +195,7 @@ def evaluate_baselines(
         if fresh:
             log(
                 f"baselines on {noise} ({n_seq} sequences): "
-                + ", ".join(f"{nm} {ests[nm].mean:.4g}" for nm in fresh)
+                + ", ".join(f"{nm} {loss_text(ests[nm].mean, ests[nm].stderr)}" for nm in fresh)
                 + f"  [{time.perf_counter() - t0:.0f}s]"
             )
     return out
@@ -211,10 +217,6 @@ def _fmt(v: float) -> str:
     return f"{v:.2e}" if abs(v) < 1e-3 else f"{v:.3g}" if abs(v) < 0.1 else f"{v:.3f}"
 
 
-def _se(v: float) -> str:
-    return f"{v:.1e}" if v != 0 and abs(v) < 1e-3 else f"{v:.2g}"
-
-
 def _cell(
     ours: float | None,
     paper: float | None,
@@ -227,8 +229,8 @@ def _cell(
     rows) at or below it: Table 1's aim is to reach the paper's loss, and a lower one reaches it. With a standard error
     above 10% of ours, "○" instead of a mark: the noise could flip it."""
     if ours is None:
-        return "pending" if paper is not None else "–"
-    text = _fmt(ours) if stderr is None else f"{_fmt(ours)} ± {_se(stderr)}"
+        return "pending" if paper is not None else DASH
+    text = loss_text(ours, stderr, fmt=_fmt)  # at the paper's precision; the count is in the table's heading
     if paper is None:
         return text
     if stderr is not None and not precise(ours, stderr):
@@ -239,23 +241,23 @@ def _cell(
 
 
 def _dominated(r: dict) -> bool:
-    """The single worst sequence carries more than half of the mean (a blown-up prediction)."""
-    return r.get("worst", 0.0) / r["n_seq"] > 0.5 * abs(r["mean"])
+    """One sequence carries the mean (interp.evaluate.dominated)."""
+    return dominated(r["mean"], r.get("worst"), r["n_seq"])
 
 
-def _baseline_rows(base: dict, priors: list[str], suffix: str = "") -> list[str]:
-    lines = []
+def _baseline_rows(base: dict, priors: list[str], suffix: str = "") -> list[list[str]]:
+    rows = []
     for nm, title in BASE_NAMES.items():
         row = [
             _cell(
                 base[p][nm]["mean"], paper_value(nm, p), rel=0.05, atol=0.003, below=False, stderr=base[p][nm]["stderr"]
             )
             if p in base
-            else "–"
+            else DASH
             for p in priors
         ]
-        lines.append(f"| – | {title}{suffix} | " + " | ".join(row) + " |")
-    return lines
+        rows.append([DASH, f"{title}{suffix}", *row])
+    return rows
 
 
 def render(
@@ -272,9 +274,8 @@ def render(
     """The table: model rows (best of seeds), the baseline rows on the models' sequences, then (`other`) the baseline
     rows on `other_seq` sequences, labelled so."""
     layers = sorted({k[1] for k in cells} | set(layers or []))
-    archs = [a for a in ("gdpp", "diag", "full") if any(k[0] == a for k in cells) or a in (archs or [])]
-    head = "| L | Method | " + " | ".join(priors) + " |\n|---|---|" + "---|" * len(priors) + "\n"
-    lines = []
+    archs = [a.name for a in PAPER_ORDER if any(k[0] == a.name for k in cells) or a.name in (archs or [])]
+    rows = []
     for L in [] if baselines_only else layers:
         for a in archs:
             row = []
@@ -283,28 +284,26 @@ def render(
                 best = c["best"] if c else None
                 text = _cell(best["mean"] if c else None, paper_value(a, p, L), stderr=best["stderr"] if c else None)
                 row.append(text + (" ⚠" if c and _dominated(best) else ""))
-            lines.append(f"| {L} | {ARCH_NAMES[a]} | " + " | ".join(row) + " |")
-    lines += _baseline_rows(base, priors)
+            rows.append([str(L), of(a).label, *row])
+    rows += _baseline_rows(base, priors)
     if other:
-        lines += _baseline_rows(other, priors, f" ({other_seq} seq.)")
+        rows += _baseline_rows(other, priors, f" ({other_seq} seq.)")
+    table = markdown(["L", "Method", *priors], rows)
     noise_note = "○: standard error above 10% of the value, too noisy to mark against the paper"
     if baselines_only:
         return (
-            head
-            + "\n".join(lines)
+            table
             + f"\n\nCells: ours ± standard error (paper) ✓ within 5% or 0.003 of the paper, ✗ not; {noise_note}.\n"
         )
     seeds = "\n".join(
-        f"- {ARCH_NAMES[a]} L={L} {p}: seeds {c['seeds']}, best seed {c['best']['seed']} "
-        f"({c['best']['mean']:.4g} ± {c['best']['stderr']:.2g} on {c['best']['n_seq']} sequences, "
+        f"- {of(a).label} L={L} {p}: seeds {c['seeds']}, best seed {c['best']['seed']} "
+        f"({loss_text(c['best']['mean'], c['best']['stderr'])} on {c['best']['n_seq']} sequences, "
         f"median {c['best']['median']:.3g}, worst sequence {c['best']['worst']:.3g}; {c['best']['run']})"
         for (a, L, p), c in sorted(cells.items())
     )
     pending = "\n".join(f"- {r['run']} (step {r['step']})" for r in runs if not r["complete"]) or "- none"
     return (
-        head
-        + "\n".join(lines)
-        + "\n\nCells: ours ± standard error (paper) ✓ at or below the paper, or within 10% of it (baseline rows: "
+        table + "\n\nCells: ours ± standard error (paper) ✓ at or below the paper, or within 10% of it (baseline rows: "
         f"within 5% or 0.003), ✗ not; {noise_note}; 'pending': no complete "
         "run yet; '–': no paper value or not run; ⚠: one sequence carries more than half of the mean (a "
         "blown-up prediction of a deep model on an atypical context).\n\n### Seeds per cell\n\n"
@@ -327,14 +326,14 @@ def render_floor(base: dict, priors: list[str], n_seq: int | None = None) -> str
         if p not in base:
             continue
         entries = [
-            (v[p], f"{ARCH_NAMES[a]} L={L}") for a, rows in table["models"].items() for L, v in rows.items() if p in v
+            (v[p], f"{of(a).label} L={L}") for a, rows in table["models"].items() for L, v in rows.items() if p in v
         ]
         entries += [(v[p], BASE_NAMES[nm]) for nm, v in table["baselines"].items() if p in v and v[p] > 0]
         best = min(entries) if entries else (None, "–")
         b = base[p]["bayes"]
         tuned_rr = table["baselines"]["tunedrr"]
         lines.append(
-            f"| {p} | {_fmt(b['mean'])} ± {_se(b['stderr'])} | "
+            f"| {p} | {loss_text(b['mean'], b['stderr'], fmt=_fmt)} | "
             f"{_fmt(best[0]) if best[0] is not None else '–'} | {best[1]} | "
             f"{_fmt(tuned_rr[p]) if p in tuned_rr else '–'} |"
         )
@@ -357,6 +356,27 @@ def render_parameters(params: dict) -> str:
         c, t = rec["constrr"], rec["tunedrr"]
         lines.append(f"| {p} | {format_param(c['lam'])} | {format_param(t['mult'])} | {format_param(t['clip'])} |")
     return "\n".join(lines) + "\n"
+
+
+def _check_writable(cache: Path | None) -> None:
+    """InvalidArgument naming the evaluation cache file when it cannot be written: its directory missing or not
+    writable, or the file a directory or read-only."""
+    if cache is None:
+        return
+    parent = cache.parent
+    why = None
+    if cache.is_dir():
+        why = "is a directory"
+    elif not parent.is_dir():
+        why = f"its directory {parent} does not exist"
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        why = f"its directory {parent} is not writable"
+    elif cache.exists() and not os.access(cache, os.W_OK):
+        why = "is not writable"
+    if why:
+        raise InvalidArgument(
+            f"{cache}: the evaluation cache {why}; name a writable cache file (interp table --cache, table1(cache=))"
+        )
 
 
 def table1(
@@ -382,8 +402,14 @@ def table1(
     "{arch}{L}|{prior}".
     """
     n_seq = n_seq or (QUICK_SEQ if quick else N_SEQ)
-    roots = [Path(r) for r in roots]
-    cache_path = Path(cache) if cache else (roots[0] / CACHE_FILE if roots else None)
+    if isinstance(roots, (str, bytes, os.PathLike)) or not isinstance(roots, (list, tuple)):
+        raise InvalidType(f"roots must be a list of directories, got {roots!r:.80}")
+    roots = [as_path(r, "root") for r in roots]
+    for root in roots:
+        if not root.is_dir():
+            raise InvalidArgument(f"{root}: not a directory (a root holds run directories)")
+    cache_path = as_path(cache, "cache") if cache else (roots[0] / CACHE_FILE if roots else None)
+    _check_writable(cache_path)  # before any evaluation, not when the first result is stored
     store = EvalCache(cache_path, log=lambda text: log(f"warning: {text}"))
     noise = [as_prior(p).spec for p in noise] if noise else None
     want = lambda r: (

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from interp.files import InvalidArgument, InvalidType
 from interp.limits import MAX_BATCH_ELEMENTS, MAX_SIGMA
+
+PRIOR_KINDS = ("fixed", "uniform", "categorical")
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -26,11 +33,30 @@ class NoisePrior:
     values: tuple[float, ...]  # fixed: (σ,); uniform: (σ_max,); categorical: the σ's
     probs: tuple[float, ...] = ()  # categorical only; uniform over values when empty
 
+    def __post_init__(self) -> None:
+        """Checked as parse checks a spec (a prior built by hand too): InvalidArgument / InvalidType naming it."""
+        if self.kind not in PRIOR_KINDS:
+            raise InvalidArgument(f"NoisePrior.kind must be one of {', '.join(PRIOR_KINDS)}, got {self.kind!r:.60}")
+        for name in ("values", "probs"):
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)) or not all(_is_real(v) for v in value):
+                raise InvalidType(f"NoisePrior.{name} must be a tuple of numbers, got {value!r:.60}")
+            object.__setattr__(self, name, tuple(float(v) for v in value))
+        values, probs = self.values, self.probs
+        if len(values) != 1 and self.kind != "categorical" or not values:
+            raise InvalidArgument(f"a {self.kind} prior has one noise std, got {len(values)}")
+        if not all(math.isfinite(v) and 0 <= v <= MAX_SIGMA for v in values + probs):
+            raise InvalidArgument(f"NoisePrior: noise stds must be finite, in [0, {MAX_SIGMA:g}], got {values}")
+        if probs and (len(probs) != len(values) or self.kind != "categorical" or abs(sum(probs) - 1.0) > 1e-6):
+            raise InvalidArgument(f"NoisePrior: {len(probs)} probabilities for {len(values)} values (they sum to 1)")
+
     @classmethod
     def parse(cls, spec: str) -> "NoisePrior":
         """Parse `fixed:σ`, `uniform:σ_max` or `categorical:1,3[;p1,p2]`; ValueError on bad input."""
-        if not isinstance(spec, str) or ":" not in spec:
-            raise ValueError(f"{spec!r} is not a noise spec (fixed:σ, uniform:σ_max or categorical:1,3[;p1,p2])")
+        if not isinstance(spec, str):
+            raise InvalidType(f"{spec!r:.60} is not a noise spec (fixed:σ, uniform:σ_max or categorical:1,3[;p1,p2])")
+        if ":" not in spec:
+            raise InvalidArgument(f"{spec!r} is not a noise spec (fixed:σ, uniform:σ_max or categorical:1,3[;p1,p2])")
         kind, _, body = spec.partition(":")
         kind = kind.strip().lower()
         try:
@@ -42,22 +68,22 @@ class NoisePrior:
                 values = tuple(float(v) for v in vals.split(","))
                 probs = tuple(float(p) for p in ps.split(",")) if ps else ()
             else:
-                raise ValueError(f"unknown noise prior {kind!r} in {spec!r} (fixed, uniform or categorical)")
+                raise InvalidArgument(f"unknown noise prior {kind!r} in {spec!r} (fixed, uniform or categorical)")
         except ValueError as err:
             if "unknown noise prior" in str(err):
                 raise
-            raise ValueError(f"{spec!r}: numbers expected after '{kind}:'") from None
+            raise InvalidArgument(f"{spec!r}: numbers expected after '{kind}:'") from None
         if any(not (v == v) or v in (float("inf"), float("-inf")) for v in values + probs):
-            raise ValueError(f"{spec!r}: values must be finite")
+            raise InvalidArgument(f"{spec!r}: values must be finite")
         if any(v < 0 for v in values):
-            raise ValueError(f"{spec!r}: noise std must be >= 0")
+            raise InvalidArgument(f"{spec!r}: noise std must be >= 0")
         if any(v > MAX_SIGMA for v in values):
-            raise ValueError(f"{spec!r}: noise std must be at most {MAX_SIGMA:g}")
+            raise InvalidArgument(f"{spec!r}: noise std must be at most {MAX_SIGMA:g}")
         if probs:
             if len(probs) != len(values):
-                raise ValueError(f"{spec!r}: {len(values)} values but {len(probs)} probabilities")
+                raise InvalidArgument(f"{spec!r}: {len(values)} values but {len(probs)} probabilities")
             if any(p < 0 for p in probs) or abs(sum(probs) - 1.0) > 1e-6:
-                raise ValueError(f"{spec!r}: probabilities must be >= 0 and sum to 1")
+                raise InvalidArgument(f"{spec!r}: probabilities must be >= 0 and sum to 1")
         return cls(kind, values, probs)
 
     @property
@@ -104,6 +130,7 @@ class NoisePrior:
 
 
 def as_prior(noise: "str | NoisePrior") -> NoisePrior:
+    """A prior as given, or parsed from its spec (InvalidArgument / InvalidType naming a bad one)."""
     return noise if isinstance(noise, NoisePrior) else NoisePrior.parse(noise)
 
 
@@ -189,8 +216,10 @@ def _gaussian(shape: tuple[int, ...], cov: Tensor | None, generator, dtype, devi
     z2 = _squared_norms(z) if norm else None
     if cov is None:
         return z, z2
-    chol = torch.linalg.cholesky(torch.as_tensor(cov, dtype=torch.float64)).to(dtype=dtype, device=device)
-    return z @ chol.T, z2
+    chol, info = torch.linalg.cholesky_ex(torch.as_tensor(cov, dtype=torch.float64))
+    if int(info) != 0:
+        raise InvalidArgument("a covariance (x_cov, query_cov or w_cov) must be symmetric positive definite")
+    return z @ chol.to(dtype=dtype, device=device).T, z2
 
 
 def _squared_norms(z: Tensor) -> Tensor:
@@ -198,15 +227,97 @@ def _squared_norms(z: Tensor) -> Tensor:
     return torch.linalg.vector_norm(z.flatten(1), dim=1, dtype=torch.float64).square()
 
 
+def check_device(device: "str | torch.device") -> "str | torch.device":
+    """`device` if torch can use it on this machine, else InvalidArgument naming it (no allocation is tried)."""
+    if isinstance(device, str) and device == "cpu":  # the common case, on every training step: nothing to ask
+        return device
+    if not isinstance(device, (str, torch.device)):
+        raise InvalidType(f"device must be a str or a torch.device, got {type(device).__name__}")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise InvalidArgument(f"device {device!r} is not a torch device ({err})") from None
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (dev.index or 0) >= count:
+            raise InvalidArgument(f"device {device!r}: this machine has {count} usable CUDA device(s)")
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise InvalidArgument(f"device {device!r}: MPS is not available on this machine")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise InvalidArgument(f"device {device!r}: interp runs on cpu, cuda or mps")
+    return device
+
+
+def _check_draw(generator, dtype, device) -> None:
+    """sample_tasks' generator (None or a torch.Generator), dtype (a floating torch.dtype) and device."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise InvalidType(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point or dtype.is_complex:
+        raise InvalidType(f"dtype must be a floating torch.dtype (torch.float32, torch.float64), got {dtype!r:.60}")
+    check_device(device)
+
+
+def _check_cov(name: str, cov, d: int) -> Tensor | None:
+    """A covariance argument as a float64 [d, d] tensor with finite entries (None stays None); positive
+    definiteness is checked where its Cholesky factor is taken (_gaussian)."""
+    if cov is None:
+        return None
+    try:
+        m = torch.as_tensor(cov, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise InvalidType(
+            f"{name} must be a d×d matrix (a tensor or a list of rows), got {type(cov).__name__}"
+        ) from None
+    if tuple(m.shape) != (d, d):
+        raise InvalidArgument(f"{name} must be {d}×{d} (d={d}), got shape {list(m.shape)}")
+    if not bool(torch.isfinite(m).all()):
+        raise InvalidArgument(f"{name} must have finite entries")
+    return m
+
+
+def _check_sigma(sigma, batch: int, dtype, device) -> Tensor:
+    """Given per-sequence noise stds: one number or [batch] of them, finite and >= 0, as a tensor [batch]."""
+    try:
+        s = torch.as_tensor(sigma, dtype=dtype, device=device)
+    except (TypeError, ValueError, RuntimeError):
+        raise InvalidType(f"sigma must be a number or a tensor [batch], got {type(sigma).__name__}") from None
+    if s.ndim > 1 or s.numel() not in (1, batch):
+        raise InvalidArgument(f"sigma must be one noise std or {batch} of them ([batch]), got shape {list(s.shape)}")
+    if not bool(torch.isfinite(s).all()) or bool((s < 0).any()):
+        raise InvalidArgument("sigma: noise stds must be finite and >= 0")
+    return s.expand(batch).clone()
+
+
+def check_tensor(name: str, value, ndim: int | None = None, floating: bool = True) -> Tensor:
+    """`value` itself when it is a torch.Tensor (of `ndim` dimensions, floating point with `floating`); InvalidType
+    for anything else (a list, an array, a string, None) or integer / bool / complex entries, InvalidArgument for the
+    wrong number of dimensions, each naming `name`."""
+    if not isinstance(value, Tensor):
+        raise InvalidType(f"{name} must be a torch.Tensor, got {type(value).__name__} (use torch.as_tensor)")
+    if floating and (not value.is_floating_point() or value.is_complex()):
+        raise InvalidType(f"{name} must be floating point, got {str(value.dtype).removeprefix('torch.')}")
+    if ndim is not None and value.ndim != ndim:
+        raise InvalidArgument(f"{name} must have {ndim} dimensions, got shape {list(value.shape)}")
+    return value
+
+
+def check_batch(value, name: str = "batch") -> "TaskBatch":
+    """`value` when it is a TaskBatch (interp.sample_tasks, EvalSet.draw), else InvalidType naming `name`."""
+    if not isinstance(value, TaskBatch):
+        hint = " (tokens alone: wrap them with their targets in a TaskBatch)" if isinstance(value, Tensor) else ""
+        raise InvalidType(f"{name} must be a TaskBatch (interp.sample_tasks), got {type(value).__name__}{hint}")
+    return value
+
+
 def _check_sizes(batch: int, d: int, n: int) -> None:
     """batch, d, n: integers >= 1 whose token tensor stays under interp.limits.MAX_BATCH_ELEMENTS."""
     for name, value in (("batch", batch), ("d", d), ("n", n)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{name} must be an int, got {value!r}")
+            raise InvalidType(f"{name} must be an int, got {value!r}")
         if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+            raise InvalidArgument(f"{name} must be >= 1, got {value}")
     if batch * (n + 1) * (d + 1) > MAX_BATCH_ELEMENTS:
-        raise ValueError(
+        raise InvalidArgument(
             f"batch {batch} x (n+1) {n + 1} x (d+1) {d + 1} token entries exceed {MAX_BATCH_ELEMENTS}; sample in chunks"
         )
 
@@ -234,9 +345,23 @@ def sample_tasks(
     return _sample(batch, d, n, noise, generator, **options)[0].batch()
 
 
-def draw_tasks(batch: int, d: int = 10, n: int = 20, noise="uniform:5", generator=None, **options) -> TaskDraw:
-    """sample_tasks' draw, before its tokens are formed: the same arguments (keyword options x_cov, query_cov,
-    w_cov, sigma, dtype, device) and the same random numbers; sample_tasks(...) is draw_tasks(...).batch()."""
+def draw_tasks(
+    batch: int,
+    d: int = 10,
+    n: int = 20,
+    noise: "str | NoisePrior" = "uniform:5",
+    generator: torch.Generator | None = None,
+    *,
+    x_cov: Tensor | None = None,
+    query_cov: Tensor | None = None,
+    w_cov: Tensor | None = None,
+    sigma: Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> TaskDraw:
+    """sample_tasks' draw, before its tokens are formed: the same arguments and the same random numbers;
+    sample_tasks(...) is draw_tasks(...).batch()."""
+    options = dict(x_cov=x_cov, query_cov=query_cov, w_cov=w_cov, sigma=sigma, dtype=dtype, device=device)
     return _sample(batch, d, n, noise, generator, **options)[0]
 
 
@@ -248,6 +373,9 @@ def _sample(
     |z|² [batch] of the standard normals x, x_t and ξ were drawn from, before scaling, in place of None."""
     prior = as_prior(noise)
     _check_sizes(batch, d, n)
+    _check_draw(generator, dtype, device)
+    w_cov, x_cov = _check_cov("w_cov", w_cov, d), _check_cov("x_cov", x_cov, d)
+    query_cov = _check_cov("query_cov", query_cov, d)
     if generator is None:
         generator = torch.Generator(device=device).manual_seed(0)
     w, _ = _gaussian((batch, d), w_cov, generator, dtype, device)
@@ -257,7 +385,7 @@ def _sample(
     if sigma is None:
         sigma = prior.sample(batch, generator, dtype=dtype, device=device)
     else:
-        sigma = torch.as_tensor(sigma, dtype=dtype, device=device).expand(batch).clone()
+        sigma = _check_sigma(sigma, batch, dtype, device)
     xi = torch.randn(batch, n, generator=generator, dtype=dtype, device=device)
     z2 = None
     if scale is not None:
@@ -287,6 +415,12 @@ def stressed_tasks(
     iteration diverges). With z the (n+1)·d + n standard normals behind x, x_t and ξ (D of them),
     p_c(z)/p(z) = c^(−D)·exp(½|z|²(1 − 1/c²)); weights [batch] (float64) make E_q[weight·f] = E_p[f] for any f.
     """
+    if not (_is_real(frac) and 0 <= frac <= 1 and _is_real(scale) and 0 < scale < math.inf):
+        raise InvalidArgument(
+            f"stressed_tasks: frac must be in [0, 1] and scale finite and > 0, got {frac!r}, {scale!r}"
+        )
+    _check_sizes(batch, d, n)
+    _check_draw(generator, dtype, device)
     pick = torch.rand(batch, generator=generator, device=device) < frac
     one = torch.ones(batch, dtype=torch.float64, device=device)
     c = torch.where(pick, one * scale, one)

@@ -17,14 +17,17 @@ from tqdm.auto import tqdm
 from interp import checkpoints as ck
 from interp import kernel, moments, presets
 from interp.config import TrainConfig, check_device
-from interp.files import CheckpointError, atomic_write_text
+from interp.files import CheckpointError, InterpError, InvalidArgument, InvalidType, atomic_write_text
 from interp.model import LinearTransformer
+from interp.params import FULL
+from interp.params import of as arch_of
 from interp.run import Run, load
 from interp.tasks import draw_tasks, stressed_tasks
 
 
-class TrainingDiverged(RuntimeError):
-    """The loss became non-finite; the message names the step and the last good checkpoint."""
+class TrainingDiverged(InterpError, RuntimeError):
+    """The loss became non-finite; the message names the step and the last good checkpoint. An InterpError: a run that
+    diverges is not a bug in interp (a RuntimeError too, as before)."""
 
 
 @dataclass
@@ -149,20 +152,22 @@ def _init_model(cfg: TrainConfig) -> LinearTransformer:
         return LinearTransformer(cfg.model, generator=gen)
     src = load(cfg.init)
     if src.cfg.d != cfg.model.d:
-        raise ValueError(f"--init: {cfg.init} has d={src.cfg.d} but the run asks for d={cfg.model.d}")
+        raise InvalidArgument(f"--init: {cfg.init} has d={src.cfg.d} but the run asks for d={cfg.model.d}")
     if src.cfg.n_layers != cfg.model.n_layers:
-        raise ValueError(f"--init: {cfg.init} has {src.cfg.n_layers} layers but the run asks for {cfg.model.n_layers}")
-    if cfg.model.param == "full":  # a FULL run may start from any parameterization's P, Q
+        raise InvalidArgument(
+            f"--init: {cfg.init} has {src.cfg.n_layers} layers but the run asks for {cfg.model.n_layers}"
+        )
+    if arch_of(cfg.model.param) is FULL:  # a FULL run may start from any parameterization's P, Q
         P, Q = src.P.detach(), src.Q.detach()
         if P.shape[1] != cfg.model.n_heads:
-            raise ValueError(f"--init: {cfg.init} has {P.shape[1]} heads but the run asks for {cfg.model.n_heads}")
+            raise InvalidArgument(f"--init: {cfg.init} has {P.shape[1]} heads but the run asks for {cfg.model.n_heads}")
         P = P + cfg.init_noise * torch.randn(P.shape, generator=gen, dtype=torch.float64).to(P.dtype)
         Q = Q + cfg.init_noise * torch.randn(Q.shape, generator=gen, dtype=torch.float64).to(Q.dtype)
         model = LinearTransformer(cfg.model, init=False)
         model.load_state_dict(LinearTransformer.from_matrices(P, Q, dtype=cfg.model.dtype).state_dict())
         return model
     if src.cfg != cfg.model:
-        raise ValueError(
+        raise InvalidArgument(
             f"--init: {cfg.init} is a {src.cfg.param} model with {src.cfg.n_heads} heads; "
             f"only FULL runs start from a different parameterization"
         )
@@ -360,7 +365,9 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, progress:
     trusts the resume file over the run config (a disagreement is refused, naming what differs); a run
     killed before its first resume state restarts from step 0.
     """
-    run = Run(run_dir)
+    if not isinstance(cfg, TrainConfig):
+        raise InvalidType(f"cfg must be an interp.TrainConfig, got {type(cfg).__name__}")
+    run = Run(run_dir)  # InvalidType / InvalidArgument for what is no path
     if not resume:
         cfg = presets.resolve(cfg)  # bad configs fail before anything is created
         check_device(cfg.device)
@@ -399,7 +406,7 @@ def check_memory(cfg: TrainConfig) -> None:
         return
     need, have = recursion_bytes(cfg), _available_memory()
     if have is not None and need > 0.8 * have:
-        raise ValueError(
+        raise InvalidArgument(
             f"--batch {cfg.batch} x --layers {cfg.model.n_layers} x (--d {cfg.model.d} + 2)² needs about "
             f"{need / 2**30:.1f} GiB per step, more than the {have / 2**30:.1f} GiB this machine has free; "
             "lower --batch, --layers or --d"
@@ -452,7 +459,7 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         if s <= start:
             last_good = p
     if start == 0 and 0 in save_at:
-        last_good = run.save_checkpoint(model, 0, noise=cfg.noise, seed=cfg.seed)
+        last_good = run.save_checkpoint(model, 0, cfg)
     bar = tqdm(total=cfg.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True)
     t0, t_log, s_log = time.perf_counter(), time.perf_counter(), start
     mean = float("nan")
@@ -511,7 +518,7 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
                 log.flush()
                 os.fsync(log.fileno())  # the metrics a checkpoint describes are on disk before it
                 if done in save_at:
-                    last_good = run.save_checkpoint(model, done, noise=cfg.noise, seed=cfg.seed)
+                    last_good = run.save_checkpoint(model, done, cfg)
                 _save_resume(run, cfg, model, opt, gen, done, window)
     bar.close()
     return TrainResult(model=model, run_dir=run_dir, step=cfg.steps, loss=mean)

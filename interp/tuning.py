@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
+from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
 from typing import Callable
@@ -30,6 +32,7 @@ import torch
 
 from interp.baselines import AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict
 from interp.config import Matrix, covariance
+from interp.files import InvalidArgument, InvalidType
 from interp.spectral import SpectralContext
 from interp.tasks import NoisePrior, as_prior, sample_tasks
 
@@ -38,7 +41,25 @@ TUNE_SEQ = 50_000
 CACHE_FILE = "baselines_tuned.json"
 
 
+def _check_args(d: int, n: int, gd_steps=(1,)) -> tuple[int, ...]:
+    """d and n: ints >= 1; gd_steps: an iterable (a list, a range) of ints >= 1, returned as a tuple (InvalidArgument /
+    InvalidType)."""
+    for name, value in (("d", d), ("n", n)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise InvalidType(f"{name} must be an int, got {value!r:.60}")
+        if value < 1:
+            raise InvalidArgument(f"{name} must be >= 1, got {value}")
+    if isinstance(gd_steps, (str, bytes)) or not isinstance(gd_steps, Iterable):
+        raise InvalidType(f"gd_steps must be a list of ints (GD step counts), got {gd_steps!r:.60}")
+    gd_steps = tuple(gd_steps)
+    for k in gd_steps:
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            raise InvalidArgument(f"gd_steps must hold ints >= 1, got {k!r:.60}")
+    return gd_steps
+
+
 def cache_key(prior: "str | NoisePrior", d: int, n: int, x_cov: Matrix | None = None) -> str:
+    _check_args(d, n)
     key = f"{as_prior(prior).spec}|d={d}|n={n}"
     if x_cov is None:
         return key
@@ -207,6 +228,7 @@ _memo: dict[str, dict] = {}
 
 def is_cached(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,), x_cov: Matrix | None = None) -> bool:
     """True when `tuned` will not need to tune (shipped or already tuned in this process)."""
+    gd_steps = _check_args(d, n, gd_steps)
     key = cache_key(prior, d, n, x_cov)
     rec = _memo.get(key) or _shipped().get(key)
     return rec is not None and all(str(k) in rec["gd"] for k in gd_steps)
@@ -215,6 +237,7 @@ def is_cached(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,)
 def tuned(prior: "str | NoisePrior", d: int = 10, n: int = 20, gd_steps=(1,), x_cov: Matrix | None = None) -> dict:
     """The tuning record of a prior (inputs x ~ N(0, x_cov)): the shipped one when present, else tuned now (and
     memoised)."""
+    gd_steps = _check_args(d, n, gd_steps)
     key = cache_key(prior, d, n, x_cov)
     rec = _memo.get(key) or _shipped().get(key)
     if rec is None:
@@ -243,7 +266,7 @@ def parameters(name: str, rec: dict) -> dict:
         return {"prior": rec["prior"]}
     if name == "ols":
         return {}
-    raise ValueError(f"unknown baseline {name!r}")
+    raise InvalidArgument(f"unknown baseline {name!r}")
 
 
 def format_param(value) -> str:
@@ -266,6 +289,16 @@ def baselines(
     `names` selects (and orders) a subset; AdaRR and TunedRR need n > d and are left out otherwise.
     """
     prior = as_prior(prior)
+    if names is not None and (isinstance(names, str) or not isinstance(names, Iterable)):
+        raise InvalidType(f"names must be a list of baseline names, got {names!r:.60}")
+    gd_steps = _check_args(d, n, gd_steps)
+    if names is not None:  # before any tuning
+        names = list(names)
+        known = ["ols", "constrr", "adarr", "tunedrr", *(f"gd{k}" for k in gd_steps), "bayes"]
+        unknown = [str(nm) for nm in names if nm not in known]
+        if unknown:
+            shown = [nm for nm in known if n > d or nm not in ("adarr", "tunedrr")]
+            raise InvalidArgument(f"unknown baseline(s) {', '.join(unknown)} (known: {', '.join(shown)})")
     rec = tuned(prior, d, n, gd_steps, x_cov)
     out: dict[str, Callable] = {"ols": ols_predict, "constrr": ConstRR(rec["constrr"]["lam"])}
     if n > d:
@@ -275,8 +308,5 @@ def baselines(
         out[f"gd{k}"] = GDk(k, rec["gd"][str(k)]["eta"])
     out["bayes"] = Bayes(prior)
     if names is not None:
-        unknown = [nm for nm in names if nm not in out and not (nm in ("adarr", "tunedrr") and n <= d)]
-        if unknown:
-            raise ValueError(f"unknown baseline(s) {', '.join(unknown)} (known: {', '.join(out)})")
         out = {nm: out[nm] for nm in names if nm in out}
     return out

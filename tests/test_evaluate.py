@@ -8,9 +8,11 @@ from interp.baselines import AdaRR, ConstRR, GDk, oracle_predict
 from interp.config import ModelConfig, TrainConfig
 from interp.evalset import EvalSet
 from interp.evaluate import (
+    LossEstimate,
     ScoredSet,
     adjusted_loss,
     adjusted_losses,
+    dominated,
     evaluate,
     paper_value,
     per_layer_loss,
@@ -65,6 +67,15 @@ def test_precise_only_where_the_error_supports_a_comparison():
     """A ratio or mark against the paper only where the standard error is within 10% of the value."""
     assert precise(0.05, 0.004) and not precise(0.05, 0.006) and precise(0.0, 0.0) and not precise(0.0, 1e-9)
     assert not precise(float("nan"), 0.1) and not precise(1.0, float("nan"))
+
+
+def test_one_sequence_carries_the_mean_is_decided_once():
+    """interp.evaluate.dominated: what interp eval, interp table and LossEstimate.dominated all mark with ⚠."""
+    assert dominated(0.1, 60.0, 1000) and not dominated(0.1, 40.0, 1000)  # 60/1000 > 0.05, 40/1000 < 0.05
+    assert not dominated(0.1, None, 1000) and not dominated(0.1, float("nan"), 1000) and not dominated(0.1, 1.0, 0)
+    diff = torch.tensor([0.0] * 99 + [100.0], dtype=torch.float64)
+    est = LossEstimate.of(diff)
+    assert est.dominated == dominated(est.mean, est.worst, est.n_seq) is True
 
 
 def test_evalset_draws_inputs_from_x_cov():

@@ -1,6 +1,7 @@
 """The core's layer order (README, Architecture): each module imports only modules below it, at module level.
 
-    limits → files → kernel → tasks → params → config → presets → moments → model → checkpoints → run → train → ...
+    render → limits → files → kernel → tasks → params → config → presets → moments → model → checkpoints → run
+    → train → ...
 
 No import cycle, no function-local import of interp hiding one, and nothing in the core reaching up into the
 report or the CLI (which may import lazily inside functions, to keep `interp --help` fast).
@@ -20,6 +21,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "interp"
 # Bottom to top: each of these imports nothing listed after it.
 ORDER = [
+    "render",
     "limits",
     "files",
     "kernel",
@@ -165,9 +167,9 @@ def test_core_import_graph_is_acyclic():
 
 
 def test_layer_order():
-    """Each module of ORDER imports only modules listed before it: limits, files, kernel, tasks, params, config,
-    presets, moments, model, checkpoints, run import nothing above them, train nothing of evalset, evaluate, probes, ...
-    (which all sit above it)."""
+    """Each module of ORDER imports only modules listed before it: render, limits, files, kernel, tasks, params,
+    config, presets, moments, model, checkpoints, run import nothing above them, train nothing of evalset, evaluate,
+    probes, ... (which all sit above it)."""
     edges = graph()
     wrong = []
     for i, module in enumerate(ORDER):

@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from interp.files import CheckpointError
 from interp.model import LinearTransformer
 from interp.run import Run, RunLocked, resolve_model
 from interp.train import train
-from tests.helpers import random_diag, run_cli
+from tests.helpers import random_diag, random_full, run_cli
 
 train_mod = importlib.import_module("interp.train")  # the module (interp.train is also the function)
 CFG = TrainConfig(
@@ -330,3 +331,22 @@ def test_resolve_model_errors_name_the_file(n40_run, tmp_path):
         with pytest.raises(CheckpointError, match="unreadable run config") as err:
             resolve_model(path)
         assert str(run.config_path) in str(err.value)
+
+
+def test_a_loose_copy_of_a_checkpoint_keeps_what_it_was_trained_on_or_says_it_lost_it(tmp_path):
+    """Issue: a loose copy of an --x-cov checkpoint was evaluated on x ~ N(0, I) without a note."""
+    model = random_full(d=3, n_layers=1)
+    cfg = TrainConfig.from_dict(
+        {"model": model.cfg.to_dict(), "noise": "uniform:2", "n": 7, "x_cov": [[2, 0, 0], [0, 1, 0], [0, 0, 0.5]]}
+    )
+    run = Run(tmp_path / "run")
+    run.path.mkdir()
+    saved = run.save_checkpoint(model, 0, cfg)
+    loose = shutil.copy(saved, tmp_path / "loose.safetensors")
+    m = resolve_model(loose)
+    assert m.run is None and m.noise == "uniform:2" and m.n == 7 and m.note is None
+    assert m.x_cov == ((2.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 0.5))
+    old = tmp_path / "old.safetensors"
+    ck.save_checkpoint(old, model, 0, noise="uniform:2")  # as a trainer that recorded no covariance wrote it
+    m = resolve_model(old)
+    assert m.x_cov is None and m.n is None and "records no input covariance" in m.note and "\n" not in m.note

@@ -1,18 +1,40 @@
-"""`interp` command line: a thin shell over the library. Bad input: one line on stderr, exit status 2.
+"""`interp` command line: a thin shell over the library.
 
-Each subcommand lives in its own module here with `add(subparsers)`; COMMANDS lists them in order.
+Errors: interp's own (InterpError: a bad argument, file, run or config; ArgError is one), argparse's, and an OSError
+that names its file each print one line on stderr and exit with status 2 (--debug adds the traceback). Anything else
+is a bug in interp: its traceback, then a line saying so, exit status 1. Ctrl-C at any moment, the imports at start-up
+included, prints "interp: interrupted" and exits with status 130, without a traceback.
+
+Each subcommand lives in its own module here with `add(subparsers)`; COMMANDS lists them in order. Only the command
+being run has its parser built (and its module's dependencies imported): `interp --help` imports no torch.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
+import _signal  # signal's C core: importing it runs no Python code an interrupt could land in
 import os
 import sys
-from pathlib import Path
+
+from interp import _interrupted  # prints "interp: interrupted", exits 130
+
+# The console script (`interp`, whose sys.argv[0] ends in it; interp/__init__.py did this already) or `python -m
+# interp.cli` (argv[0] is "-m" while the package is imported): from here on an interrupt exits 130 at once, never a
+# traceback in the middle of an import; main() hands Ctrl-C back to the command as a KeyboardInterrupt once the command
+# runs. Imported by anything else (a test calling main()), or with SIGINT ignored, the process's SIGINT is left alone.
+_COMMAND = bool(sys.argv) and os.path.basename(sys.argv[0]) in ("interp", "interp.exe", "interp-script.py", "-m")
+if _COMMAND and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    _signal.signal(_signal.SIGINT, _interrupted)
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import signal  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from interp.files import InterpError  # noqa: E402
 
 
-class ArgError(Exception):
+class ArgError(InterpError):
     """A bad command-line argument; the message names it."""
 
 
@@ -144,33 +166,116 @@ COMMANDS = [
 ]  # each: interp/cli/{name}.py with add(subparsers)
 
 
-def build_parser() -> argparse.ArgumentParser:
+DEBUG_HELP = "on an error, print its traceback too (for reporting a problem)"
+
+
+class _Listed(Exception):
+    """Raised by _Listing.add_parser: the rest of a command's add() is not needed."""
+
+
+class _Listing:
+    """A stand-in for the subparsers action handed to the add() of a command that is not being run: it records the
+    command's `add_parser(name, help=...)` and stops add() there, so `interp --help` lists every command without
+    building their options (train's and sweep's come from interp.config, which imports torch)."""
+
+    def __init__(self) -> None:
+        self.kwargs: dict = {}
+
+    def add_parser(self, name: str, **kwargs):
+        self.kwargs = {k: v for k, v in kwargs.items() if k in ("help", "description", "aliases")}
+        raise _Listed
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of `interp`; given the command line, only the command it runs gets its options (the others are
+    listed by name and help). Without `argv`, every command's parser is built."""
     parser = Parser(
         prog="interp", description="Train and probe linear transformers that learn linear regression in context."
     )
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    running = _command(argv) if argv is not None else None
     for name in COMMANDS:
-        importlib.import_module(f"interp.cli.{name}").add(sub)
+        module = importlib.import_module(f"interp.cli.{name}")
+        if argv is None or name == running:
+            module.add(sub)
+            continue
+        listing = _Listing()
+        try:
+            module.add(listing)
+        except _Listed:
+            pass
+        sub.add_parser(name, **listing.kwargs)
+    for command in sub.choices.values():  # --debug after the command as well (`interp train ... --debug`)
+        if not any("--debug" in a.option_strings for a in command._actions):
+            command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return parser
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command a command line runs: its first word that is not an option (`interp --debug train ...`)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+# What every command imports (torch, numpy, TransformerLens through interp.run): loaded before the command runs, while
+# an interrupt still exits at once. An interrupt inside an extension module's import can leave it half-initialised
+# for code that catches ImportError and carries on (torch's import of numpy does), so none is raised there.
+PRELOAD = ("numpy", "torch", "interp.run")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
-    args.argv = argv
-    prog = f"interp {args.command}"
+    """Run `interp ARGV` and return its exit status (0; 1 for a failed run or a bug; 2 for bad input; 130 when
+    interrupted). With `argv` None (the console script, `python -m interp.cli`) it takes sys.argv and owns the
+    process's SIGINT, unless the process was started with it ignored: until the command starts (argument parsing,
+    the imports of PRELOAD) and after it returns, an interrupt exits 130 at once; while it runs, it raises
+    KeyboardInterrupt, so that the command's cleanup runs (a training run's files and lock, a sweep's workers)."""
+    own_process = argv is None and signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _interrupted)
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    prog = "interp"
+    if own_process:
+        signal.signal(signal.SIGINT, _interrupted)
     try:
-        return args.func(args)
-    except ArgError as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
-    except (ValueError, TypeError, OSError) as err:  # CheckpointError is a ValueError
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
+        debug = "--debug" in argv  # also before the parser exists (a bug while building it)
+        try:
+            parser = build_parser(argv)
+            args = parser.parse_args(argv)
+            debug = bool(getattr(args, "debug", False))
+            args.argv = argv
+            prog = f"interp {args.command}"
+            if own_process:
+                for name in PRELOAD:
+                    importlib.import_module(name)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            return args.func(args)
+        except InterpError as err:  # ArgError, CheckpointError, InvalidArgument, ...
+            if debug:
+                traceback.print_exc()
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            return 2
+        except OSError as err:
+            if err.filename is None:  # an OSError naming no file is not a user's mistake interp can point at
+                return _bug(prog)
+            if debug:
+                traceback.print_exc()
+            where = err.filename if err.filename2 is None else f"{err.filename} -> {err.filename2}"
+            print(f"{prog}: error: {where}: {err.strerror or err}", file=sys.stderr)
+            return 2
+        except Exception:  # noqa: BLE001  anything else is a bug in interp: say so, with its traceback
+            return _bug(prog)
     except KeyboardInterrupt:
+        if own_process:
+            signal.signal(signal.SIGINT, _interrupted)  # a second Ctrl-C while this prints: exit at once
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if own_process:
+            signal.signal(signal.SIGINT, _interrupted)
+
+
+def _bug(prog: str) -> int:
+    traceback.print_exc()
+    print(f"{prog}: internal error (a bug in interp; please report it with the traceback above)", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

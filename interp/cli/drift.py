@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -26,7 +25,7 @@ def add(sub) -> None:
     )
     p.add_argument("run_dir", type=existing_path, metavar="RUN_DIR", help="run directory (written by interp train)")
     p.add_argument(
-        "--json", dest="json_out", metavar="OUT", help="write every metric of every checkpoint to this JSON file"
+        "--json", dest="json_out", metavar="PATH", help="write every metric of every checkpoint to this JSON file"
     )
     p.add_argument("--noise", type=noise_spec, help="noise prior of the measuring sequences (default: the run's)")
     p.add_argument(
@@ -41,7 +40,11 @@ def add(sub) -> None:
         default=2_048,
         help="sequences whose statistics the DIAG / equivariant fits use (default 2 048)",
     )
-    p.add_argument("--eval-seed", type=int, help="seed of the loss sequences (default: interp.probes.drift.EVAL_SEED)")
+    p.add_argument(
+        "--eval-seed",
+        type=int,
+        help="seed of the loss sequences (default: interp.probes.drift.EVAL_SEED, not interp eval's 0)",
+    )
     p.add_argument(
         "--no-per-layer",
         action="store_true",
@@ -54,8 +57,8 @@ def add(sub) -> None:
 def cmd_drift(args) -> int:
     import torch
 
+    from interp.cli.output import json_text, write
     from interp.evalset import EvalSet
-    from interp.files import atomic_write_text
     from interp.probes.drift import EVAL_SEED, DriftData, drift_trajectory
     from interp.run import Run, resolve_model
 
@@ -88,7 +91,7 @@ def cmd_drift(args) -> int:
     doc["seconds"] = round(time.time() - t0, 1)
     print_table(doc)
     if out is not None:
-        atomic_write_text(out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        write(out, json_text(doc, strict=True))
         print(f"wrote {out}")
     return 0
 
@@ -106,13 +109,18 @@ def picked(records: list) -> list:
 def print_table(doc: dict) -> None:
     """One row per (checkpoint, layer) for the first, middle and last checkpoints, then one loss line each."""
     from interp.config import inputs_suffix
+    from interp.params import of
     from interp.probes.drift import DriftRecord
+    from interp.render import count, loss, stderr, table
 
     recs = [DriftRecord.from_json(r) for r in doc["checkpoints"]]
     inputs = inputs_suffix(doc.get("x_cov"))
+    seed = doc.get("eval_seed")
     print(
-        f"{doc['run_dir']}: {doc['param'].upper()} L={doc['n_layers']} H={doc['n_heads']}, {len(recs)} checkpoints, "
-        f"{doc['noise']}{inputs}; losses on {doc['eval_seq']} sequences, fits on {doc['fit_seq']}"
+        f"{doc['run_dir']}: {of(doc['param']).label} L={doc['n_layers']} H={doc['n_heads']}, {len(recs)} checkpoints, "
+        f"{doc['noise']}{inputs}; losses on {count(doc['eval_seq'])} sequences"
+        + ("" if seed is None else f" of seed {seed} (the same for every checkpoint; not interp eval's)")
+        + f", fits on {count(doc['fit_seq'])}"
     )
     head = [
         "step",
@@ -150,10 +158,7 @@ def print_table(doc: dict) -> None:
                     "-" if f.gap_per_layer is None else _f(f.gap_per_layer[l], "+.2e"),
                 ]
             )
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
-    for row in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+    print(table(head, rows, left=0))
     last = recs[-1].weights
     cos, share = last.register_cos, last.write_share
     src = max(range(len(cos)), key=lambda l: share[l])
@@ -165,11 +170,12 @@ def print_table(doc: dict) -> None:
         )
     else:
         print(f"register (step {recs[-1].step}): none (every layer's y → x write share < 0.05)")
+    n_seq = doc["eval_seq"]
     for r in picked(recs):
         f = r.functional
         print(
-            f"step {r.step}: adjusted loss {f.loss:.4f} ± {_f(f.loss_stderr, '.1e')}; DIAG projection "
-            f"{f.loss_diag_projection:.4f} (gap {f.gap_diag_projection:+.2e} ± "
-            f"{_f(f.gap_diag_projection_stderr, '.1e')}); "
-            f"DIAG fit {f.loss_diag_fit:.4f}"
+            f"step {r.step}: adjusted loss {loss(f.loss, f.loss_stderr, n_seq)}; DIAG projection "
+            f"{loss(f.loss_diag_projection, None)} (gap {f.gap_diag_projection:+.2e} ± "
+            f"{stderr(f.gap_diag_projection_stderr)}, paired); DIAG fit {loss(f.loss_diag_fit, None)} (gap "
+            f"{f.gap_diag_fit:+.2e} ± {stderr(f.gap_diag_fit_stderr)}, paired)"
         )

@@ -7,19 +7,17 @@ Views: `table` (one number per predictor on the prior), `profile` (adjusted loss
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from interp.cli import ArgError, check_output, existing_path, noise_spec, note_training, positive_int
-from interp.config import Matrix
+from interp.cli.flags import alias
 from interp.limits import MAX_BATCH_ELEMENTS, MAX_D, MAX_N, MAX_SIGMA
 
 if TYPE_CHECKING:
+    from interp.config import Matrix
     from interp.run import ResolvedModel
 
 BASELINES = ("ols", "constrr", "adarr", "tunedrr", "gd", "bayes")
@@ -53,8 +51,12 @@ def add(sub) -> None:
         help="table: one number per predictor (default); profile: per fixed σ; layers: after every layer",
     )
     p.add_argument(
-        "--n-seq", type=positive_int("--n-seq"), default=100_000, help="sequences for the table view (default 100000)"
+        "--eval-seq",
+        type=positive_int("--eval-seq"),
+        default=100_000,
+        help="sequences on the prior: the table view, and the layers view's prior column (default 100000)",
     )
+    alias(p, "--n-seq", "eval_seq", positive_int("--n-seq"))
     p.add_argument(
         "--profile-seq",
         type=positive_int("--profile-seq"),
@@ -67,7 +69,13 @@ def add(sub) -> None:
         metavar="LIST|A:B:STEP",
         help="evaluation σ's, e.g. 0,1,3 or 0:6:0.5 (default 0 to σ_max + 1 in steps of 0.5)",
     )
-    p.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0; same seed, same numbers)")
+    p.add_argument(
+        "--eval-seed",
+        type=int,
+        default=0,
+        help="seed of the evaluation sequences (default 0, as interp table and interp report; same seed, same numbers)",
+    )
+    alias(p, "--seed", "eval_seed", int)
     p.add_argument("--chunk", type=positive_int("--chunk"), default=10_000, help="sequences per forward pass (memory)")
     p.add_argument("--d", type=positive_int("--d", MAX_D), help="task dimension d (default: the models' d, else 10)")
     p.add_argument(
@@ -191,31 +199,16 @@ def _input_covariance(models: list[ResolvedModel], paths: list[str]) -> Matrix |
     return next(iter(first), None)
 
 
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return "–"
-    if v != 0 and abs(v) < 1e-3:
-        return f"{v:.2e}"
-    return f"{v:.4f}"
-
-
-def _render(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: "  ".join(
-        str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))
-    )  # noqa: E731
-    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
-
-
 def cmd_eval(args) -> int:
     import torch
 
+    from interp.cli.output import STDOUT, csv_text, json_text, write
     from interp.config import describe_covariance, inputs_suffix
     from interp.evalset import EvalSet
     from interp.evaluate import evaluate, paper_value, per_layer_loss, per_layer_profile, sigma_grid, sigma_profile
     from interp.run import resolve_model
     from interp.tuning import baselines as make_baselines
-    from interp.tuning import is_cached, tuned
+    from interp.tuning import is_cached, parameters, tuned
 
     torch.set_num_threads(args.threads)
     if args.csv == "-" and args.json == "-":
@@ -249,6 +242,9 @@ def cmd_eval(args) -> int:
     if not models and not names:
         raise ArgError("nothing to evaluate: give a MODEL or drop --no-baselines")
 
+    for m in models:  # every check passed: what is not known of a model is said once, before the work
+        if m.note:
+            print(f"interp eval: note: {m.note}", file=sys.stderr)
     preds, meta = {}, {}
     for m, path in zip(models, paths):
         cfg = m.model.cfg
@@ -277,12 +273,14 @@ def cmd_eval(args) -> int:
         tuning = {k: _strip_grid(v) for k, v in rec.items()}
         for nm, fn in base.items():
             preds[nm] = fn
-            meta[nm] = dict(kind="baseline", paper=paper_value(nm, noise, None, d, n, x_cov), params=_params(nm, rec))
+            meta[nm] = dict(
+                kind="baseline", paper=paper_value(nm, noise, None, d, n, x_cov), params=parameters(nm, rec)
+            )
 
     sigmas = args.sigmas or sigma_grid(noise)
     rows: list[dict] = []
-    common = dict(noise=noise, d=d, n=n, seed=args.seed)
-    on_prior = EvalSet(noise, d=d, n=n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk, x_cov=x_cov)
+    common = dict(noise=noise, d=d, n=n, seed=args.eval_seed)
+    on_prior = EvalSet(noise, d=d, n=n, n_seq=args.eval_seq, seed=args.eval_seed, chunk=args.chunk, x_cov=x_cov)
     per_sigma = on_prior.replace(n_seq=args.profile_seq)
     if args.view == "table":
         for nm, est in evaluate(preds, on_prior).items():
@@ -308,21 +306,21 @@ def cmd_eval(args) -> int:
                 ]
 
     if args.csv:
-        _write(args.csv, _csv(rows, common | {"x_cov": describe_covariance(x_cov)}))
+        write(args.csv, csv_text(rows, CSV_FIELDS, common | {"x_cov": describe_covariance(x_cov)}))
     if args.json:
         payload = dict(
             **common,
             **({} if x_cov is None else {"x_cov": on_prior.describe()["x_cov"]}),
             view=args.view,
-            n_seq=args.n_seq,
+            n_seq=args.eval_seq,
             profile_seq=args.profile_seq,
             sigmas=sigmas if args.view != "table" else None,
             predictors=meta,
             tuning=tuning,
             rows=rows,
         )
-        _write(args.json, json.dumps(payload, indent=1, default=_json_default) + "\n")
-    if "-" not in (args.csv, args.json):
+        write(args.json, json_text(payload, default=str))
+    if STDOUT not in (args.csv, args.json):
         print(_terminal(args.view, rows, meta, noise + inputs_suffix(x_cov), d, n, args, sigmas))
     return 0
 
@@ -339,108 +337,99 @@ def _same_prior(a: str, b: str) -> bool:
     return as_prior(a) == as_prior(b)
 
 
-def _params(name: str, rec: dict) -> dict:
-    if name == "constrr":
-        return {"lam": rec["constrr"]["lam"]}
-    if name == "tunedrr":
-        return {"mult": rec["tunedrr"]["mult"], "clip": rec["tunedrr"]["clip"]}
-    if name.startswith("gd"):
-        return {"steps": int(name[2:]), "eta": rec["gd"][name[2:]]["eta"]}
-    if name == "adarr":
-        return {"divisor": f"n - d = {rec['n'] - rec['d']}"}
-    if name == "bayes":
-        return {"prior": rec["prior"]}
-    return {}
-
-
 def _strip_grid(v):
     if isinstance(v, dict):
         return {k: _strip_grid(x) for k, x in v.items() if k != "grid"}
     return v
 
 
-def _json_default(obj):
-    return str(obj)
+CSV_FIELDS = (
+    "view",
+    "name",
+    "noise",
+    "d",
+    "n",
+    "seed",
+    "x_cov",
+    "layer",
+    "sigma",
+    "mean",
+    "stderr",
+    "n_seq",
+    "median",
+    "worst",
+    "paper",
+)
 
 
-def _csv(rows: list[dict], common: dict) -> str:
-    buf = io.StringIO()
-    fields = [
-        "view",
-        "name",
-        "noise",
-        "d",
-        "n",
-        "seed",
-        "x_cov",
-        "layer",
-        "sigma",
-        "mean",
-        "stderr",
-        "n_seq",
-        "median",
-        "worst",
-        "paper",
-    ]
-    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({**common, **{k: ("" if v is None else v) for k, v in r.items()}})
-    return buf.getvalue()
+def _what(info: dict) -> str:
+    """A predictor in words: a model's architecture (its label, interp.params) and depth, a baseline's parameters as
+    interp.tuning tunes and prints them (interp table prints the same)."""
+    from interp.params import of
+    from interp.tuning import format_param
+
+    if info["kind"] == "model":
+        return f"{of(info['arch']).label} L={info['layers']}"
+    return ", ".join(f"{k}={format_param(v)}" for k, v in info["params"].items())
 
 
-def _write(target: str, text: str) -> None:
-    from interp.files import atomic_write_text
+def _grid(rows: list[dict]) -> list[str]:
+    """mean ± s.e. of each row (a grid's cells; its heading names the sequence count)."""
+    from interp.render import loss
 
-    if target == "-":
-        sys.stdout.write(text)
-        return
-    try:
-        atomic_write_text(target, text)  # never a half-written CSV / JSON
-    except OSError as err:
-        raise ArgError(f"{target}: cannot write ({err.strerror})") from None
+    return [loss(r["mean"], r["stderr"]) for r in rows]
 
 
 def _terminal(view: str, rows: list[dict], meta: dict, noise: str, d: int, n: int, args, sigmas: list[float]) -> str:
-    head = f"adjusted evaluation loss on {noise} (d={d}, n={n}, seed={args.seed})"
+    from interp.evaluate import MAX_REL_STDERR, dominated, precise
+    from interp.render import count, fixed, loss, ratio, table
+
+    head = f"adjusted evaluation loss on {noise} (d={d}, n={n}, seed={args.eval_seed})"
     if view == "table":
-        out = []
+        out, flagged, noisy = [], False, False
         for r in rows:
             info = meta[r["name"]]
-            what = (
-                f"{info['arch'].upper()} L={info['layers']}"
-                if info["kind"] == "model"
-                else ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in info["params"].items())
-            )
             paper = info["paper"]
-            ratio = f"{r['mean'] / paper:.2f}" if paper else "–"
-            flag = " ⚠" if r["worst"] / r["n_seq"] > 0.5 * abs(r["mean"]) else ""
-            out.append([r["name"], what, _fmt(r["mean"]) + flag, _fmt(r["stderr"]), _fmt(paper), ratio])
-        note = (
-            "\n⚠: one sequence carries more than half of the mean (a blown-up prediction); see --json for "
-            "the median and the worst sequence."
-            if any("⚠" in row[2] for row in out)
-            else ""
-        )
+            flag = dominated(r["mean"], r["worst"], r["n_seq"])
+            supported = precise(r["mean"], r["stderr"])
+            flagged |= flag
+            noisy |= bool(paper) and not supported
+            cell = loss(r["mean"], r["stderr"], r["n_seq"]) + (" ⚠" if flag else "")
+            out.append([r["name"], _what(info), cell, fixed(paper), ratio(r["mean"], r["stderr"], paper, supported)])
+        notes = [
+            "paper: Table 1 of Vladymyrov et al. 2024 where the cell exists (models: only on their training prior)."
+        ]
+        if args.eval_seed == 0 and args.eval_seq == 100_000:
+            notes.append("The same sequences as interp table's and interp report's (seed 0, 100 000 of the prior).")
+        if noisy:
+            notes.append(
+                f"○: standard error above {MAX_REL_STDERR:.0%} of the value, too noisy for a ratio to the paper; "
+                "evaluate on more sequences (--eval-seq)."
+            )
+        if flagged:
+            notes.append(
+                "⚠: one sequence carries more than half of the mean (a blown-up prediction); see --json for "
+                "the median and the worst sequence."
+            )
         return (
-            f"{head}, {args.n_seq} sequences\n"
-            + _render(["predictor", "what", "adjusted", "± s.e.", "paper", "ours/paper"], out)
-            + "\npaper: Table 1 of Vladymyrov et al. 2024 where the cell exists (models: only on their training prior)."
-            + note
+            f"{head}, {count(args.eval_seq)} sequences\n"
+            + table(["predictor", "what", "adjusted loss", "paper", "ours/paper"], out, left=2)
+            + "\n"
+            + "\n".join(notes)
         )
     if view == "profile":
         names = list(dict.fromkeys(r["name"] for r in rows))
-        table = [[nm, *(_fmt(r["mean"]) for r in rows if r["name"] == nm)] for nm in names]
-        return f"{head}: per fixed σ, {args.profile_seq} sequences each\n" + _render(
-            ["predictor \\ σ", *(f"{s:g}" for s in sigmas)], table
+        grid = [[nm, *_grid([r for r in rows if r["name"] == nm])] for nm in names]
+        return f"{head}: per fixed σ, mean ± s.e. on {count(args.profile_seq)} sequences each\n" + table(
+            ["predictor \\ σ", *(f"{s:g}" for s in sigmas)], grid
         )
     parts = []
     for nm in dict.fromkeys(r["name"] for r in rows):
         sub = [r for r in rows if r["name"] == nm]
         L = max(r["layer"] for r in sub)
-        table = [[f"K={k}", *(_fmt(r["mean"]) for r in sub if r["layer"] == k)] for k in range(L + 1)]
+        grid = [[f"K={k}", *_grid([r for r in sub if r["layer"] == k])] for k in range(L + 1)]
         parts.append(
-            f"{nm}: prediction after K of {L} layers ({args.n_seq} sequences on the prior, "
-            f"{args.profile_seq} per σ)\n" + _render(["layers", "prior", *(f"σ={s:g}" for s in sigmas)], table)
+            f"{nm}: prediction after K of {L} layers, mean ± s.e. ({count(args.eval_seq)} sequences on the prior, "
+            f"{count(args.profile_seq)} per σ)\n" + table(["layers", "prior", *(f"σ={s:g}" for s in sigmas)], grid)
         )
     return head + "\n\n" + "\n\n".join(parts)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 
 from interp.cli import MAX_SEQ, ArgError, check_output, existing_path, noise_spec, note_training, positive_int
+from interp.cli.flags import alias
 from interp.limits import MAX_BATCH_ELEMENTS, MAX_N
 
 
@@ -34,8 +34,11 @@ def add(sub) -> None:
         type=noise_spec,
         help="noise prior of the probe sequences (default: the prior each checkpoint was trained on)",
     )
-    p.add_argument("--out", required=True, help="JSON file to write")
-    p.add_argument("--n-seq", type=positive_int("--n-seq"), default=10_000, help="probe sequences (default 10 000)")
+    p.add_argument("--out", "--json", dest="out", required=True, metavar="PATH", help="JSON file to write")
+    p.add_argument(
+        "--probe-seq", type=positive_int("--probe-seq"), default=10_000, help="probe sequences (default 10 000)"
+    )
+    alias(p, "--n-seq", "probe_seq", positive_int("--n-seq"))
     p.add_argument("--n", type=positive_int("--n", MAX_N), help="context length (default: the run's, else 20)")
     p.add_argument("--chunk", type=positive_int("--chunk"), default=1_000, help="sequences per chunk (default 1 000)")
     p.add_argument(
@@ -50,7 +53,13 @@ def add(sub) -> None:
         default=20_000,
         help="sequences for the DIAG ablation's and the layer schedule's adjusted loss, 0 to skip (default 20 000)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the probe sequences (default 0)")
+    p.add_argument(
+        "--eval-seed",
+        type=int,
+        default=0,
+        help="seed of the probe sequences (default 0); the fits' and ablations' derive from it (docs/probe_schema.md)",
+    )
+    alias(p, "--seed", "eval_seed", int)
     p.add_argument("--threads", type=positive_int("--threads", 1024), default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=cmd_probe)
 
@@ -84,7 +93,11 @@ def cmd_probe(args) -> int:
             )
         if n + 1 < model.cfg.d + 1:
             raise ArgError(f"--n: {n} is too short for d = {model.cfg.d} (least squares needs n >= d)")
-        data = EvalSet(noise, d=model.cfg.d, n=n, n_seq=args.n_seq, seed=args.seed, chunk=args.chunk, x_cov=x_cov)
+        data = EvalSet(
+            noise, d=model.cfg.d, n=n, n_seq=args.probe_seq, seed=args.eval_seed, chunk=args.chunk, x_cov=x_cov
+        )
+        if m.note:  # every check passed: what is not known of the model is said before the work
+            print(f"interp probe: note: {m.note}", file=sys.stderr)
         rec = probe_model(model, data, fit_seq=args.fit_seq, ablation_seq=args.ablation_seq)
         models.append(
             {
@@ -99,9 +112,9 @@ def cmd_probe(args) -> int:
         print_table(str(path), m.step, rec, x_cov)
     argv = getattr(args, "argv", None) or sys.argv[1:]
     doc = {"format": "interp-probe", "format_version": SCHEMA_VERSION, "command": ["interp", *argv], "models": models}
-    from interp.files import atomic_write_text
+    from interp.cli.output import json_text, write
 
-    atomic_write_text(out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    write(out, json_text(doc, strict=True))
     print(f"wrote {out}")
     return 0
 
@@ -113,11 +126,15 @@ def _f(x, fmt: str = ".3g") -> str:
 def print_table(path: str, step, rec, x_cov=None) -> None:
     """One row per layer l = 1..L of a ProbeResult (its sequences' inputs x ~ N(0, x_cov); None: I)."""
     from interp.config import inputs_suffix
+    from interp.params import of
+    from interp.render import count, table
+    from interp.tuning import format_param
 
     L = rec.n_layers
     inputs = inputs_suffix(x_cov)
     print(
-        f"\n{path}: {rec.param.upper()} L={L} H={rec.n_heads} step {step}, {rec.n_seq} sequences of {rec.noise}{inputs}"
+        f"\n{path}: {of(rec.param).label} L={L} H={rec.n_heads} step {step}, {count(rec.n_seq)} sequences of "
+        f"{rec.noise}{inputs} (seed {rec.seed})"
     )
     imp, sol, lam, fits, proj = rec.implicit, rec.solvers, rec.implied_lambda, rec.fits, rec.projection
     ridge, abl = rec.const_ridge, rec.ablation
@@ -134,7 +151,7 @@ def print_table(path: str, step, rec, x_cov=None) -> None:
         "equiv R²",
         "off-DIAG",
         "Δloss abl",
-        "const λ",
+        "match λ",
         "λ mism",
     ]
     rows = []
@@ -157,21 +174,32 @@ def print_table(path: str, step, rec, x_cov=None) -> None:
                 _f(ridge.relative_mismatch[l], ".2e"),
             ]
         )
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
-    for r in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    print(table(head, rows, left=0))
     print(
         f"ω ({rec.omegas.source}): "
         + "; ".join(f"l{l + 1} " + " ".join(_f(v, ".3g") for v in om) for l, om in enumerate(rec.omegas.omega))
     )
+    print(
+        f"ConstRR λ {format_param(ridge.lambda_constrr)} (interp.tuning's, as interp eval prints it); match λ: the "
+        "model's own, the constant λ whose ridge predictions best match the layer's"
+    )
     if abl:
-        print(
-            f"adjusted loss {abl.base:.4f}; all layers DIAG-projected: {abl.all:.4f} "
-            f"(Δ {abl.delta_all:+.2e}); ConstRR λ {_f(ridge.lambda_constrr)}"
-        )
+        print(ablation_line(abl))
     if rec.schedule is not None:
         print_schedule(rec.schedule)
+
+
+def ablation_line(abl) -> str:
+    """The DIAG ablation's losses, each with its standard error and its sequences (not interp eval's: seed + 1)."""
+    from interp.render import count, loss, stderr
+
+    where = "" if abl.seed is None else f" of seed {abl.seed}"
+    delta = f"{abl.delta_all:+.2e}" + ("" if abl.delta_all_stderr is None else f" ± {stderr(abl.delta_all_stderr)}")
+    return (
+        f"DIAG ablation on {count(abl.n_seq)} sequences{where} (not interp eval's): adjusted loss "
+        f"{loss(abl.base, abl.base_stderr)}; all layers DIAG-projected {loss(abl.all, abl.all_stderr)} (Δ {delta}, "
+        "paired)"
+    )
 
 
 ARROWS = {"x<-x": "x←x", "x<-y": "x←y", "y<-x": "y←x", "y<-y": "y←y"}
@@ -185,6 +213,7 @@ def _inc(mean, blowups: int, hurt: bool) -> str:
 def print_schedule(s) -> None:
     """The layer schedule (interp.probes.Schedule): one row per layer l = 1..L."""
     from interp.probes.schedule import hurts
+    from interp.render import count, loss, table
 
     names = [ARROWS.get(b, b) for b in s.blocks]
     head = ["l", *(f"|{n}|" for n in names)]
@@ -205,14 +234,12 @@ def print_schedule(s) -> None:
     )
     if s.labels is not None:
         left = f" (less {s.excluded} on which the model itself blows up)" if s.excluded else ""
+        base = loss(s.base, s.base_stderr, s.ablation_seq - (s.excluded or 0))
         print(
-            f"Δ = adjusted-loss increase with that block of that layer zeroed, {s.ablation_seq} sequences{left}, base "
-            f"{s.base:.4g} ± {s.base_stderr:.2g}; * hurts (> {s.rel_threshold:.0%} of base and > {s.z:g} s.e., or a "
+            f"Δ = adjusted-loss increase with that block of that layer zeroed, {count(s.ablation_seq)} sequences"
+            f"{left}, base {base}; * hurts (> {s.rel_threshold:.0%} of base and > {s.z:g} s.e., or a "
             "blow-up: (n) sequences above 100·d)"
         )
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
-    for r in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    print(table(head, rows, left=0))
     if s.labels is not None:
         print(f"schedule: {s.pattern}   (x: x-from-y, y: y-step, xy: both, -: neither)")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from interp.cli import ArgError, check_output, noise_spec, positive_int
+from interp.cli.flags import alias
 
 
 def add(sub) -> None:
@@ -20,18 +20,21 @@ def add(sub) -> None:
             "lacks a field the table reads, or whose final checkpoint disagrees with it, is skipped with a warning."
         ),
     )
+    from interp.params import ARCHS  # after add_parser: `interp --help` lists the command without building this
+
     p.add_argument("roots", nargs="+", metavar="ROOT", help="directories holding run directories")
-    p.add_argument("--arch", nargs="+", choices=["full", "diag", "gdpp"], help="subset of the grid (default all found)")
+    p.add_argument("--arch", nargs="+", choices=list(ARCHS), help="subset of the grid (default all found)")
     p.add_argument("--layers", nargs="+", type=positive_int("--layers"))
     p.add_argument(
         "--noise", nargs="+", type=noise_spec, help="priors, e.g. uniform:5 categorical:1,3 (default all found)"
     )
-    p.add_argument("--seeds", nargs="+", type=int)
+    p.add_argument("--seeds", nargs="+", type=int, help="training seeds (default all found)")
     p.add_argument(
-        "--n-seq",
-        type=positive_int("--n-seq"),
+        "--eval-seq",
+        type=positive_int("--eval-seq"),
         help="evaluation sequences per model and per baseline, the same for both (default 100000; --quick: 10000)",
     )
+    alias(p, "--n-seq", "eval_seq", positive_int("--n-seq"))
     p.add_argument(
         "--baseline-seq",
         type=positive_int("--baseline-seq"),
@@ -45,15 +48,17 @@ def add(sub) -> None:
     p.add_argument("--eval-seed", type=int, default=0, help="seed of the evaluation sequences (default 0)")
     p.add_argument("--cache", help="JSON cache of evaluations (default ROOT/table1_evals.json of the first root)")
     p.add_argument("--baselines-only", action="store_true", help="only the baseline rows and the Bayes floor")
-    p.add_argument("--out", help="also write the markdown table to this file")
-    p.add_argument("--json", help="write every run's result, the baselines and the cells as JSON to this file")
+    p.add_argument("--out", metavar="PATH", help="also write the markdown table to this file")
+    p.add_argument(
+        "--json", metavar="PATH", help="write every run's result, the baselines and the cells as JSON to this file"
+    )
     p.set_defaults(func=cmd_table)
 
 
 def cmd_table(args) -> int:
     import torch
 
-    from interp.files import atomic_write_text
+    from interp.cli.output import json_text, write
     from interp.table import table1
 
     torch.set_num_threads(1)
@@ -69,7 +74,7 @@ def cmd_table(args) -> int:
         args.layers,
         args.noise,
         args.seeds,
-        args.n_seq,
+        args.eval_seq,
         args.baseline_seq,
         args.eval_seed,
         args.cache,
@@ -77,8 +82,8 @@ def cmd_table(args) -> int:
         quick=args.quick,
     )
     if args.out:
-        atomic_write_text(Path(args.out), text)
+        write(args.out, text)
     if args.json:
-        atomic_write_text(Path(args.json), json.dumps(data, indent=1) + "\n")
+        write(args.json, json_text(data))
     print(text)
     return 0

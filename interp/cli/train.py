@@ -146,6 +146,8 @@ def _print_train_summary(result) -> None:
     from interp.config import inputs_suffix
     from interp.evalset import EvalSet
     from interp.evaluate import adjusted_loss
+    from interp.params import of
+    from interp.render import loss
     from interp.run import Run
 
     cfg = Run(result.run_dir).config()
@@ -153,10 +155,11 @@ def _print_train_summary(result) -> None:
     est = adjusted_loss(result.model.cpu(), data)
     inputs = inputs_suffix(cfg.x_cov)
     print(
-        f"run {result.run_dir}: {cfg.model.param.upper()} L={cfg.model.n_layers} on {cfg.noise}{inputs}, "
+        f"run {result.run_dir}: {of(cfg.model.param).label} L={cfg.model.n_layers} on {cfg.noise}{inputs}, "
         f"{result.step} steps, final train ½·MSE {result.loss:.4f}"
     )
-    print(f"eval on {data.n_seq:,} fresh sequences (seed {data.seed}): adjusted loss {est.mean:.4f} ± {est.stderr:.4f}")
+    where = f"seed {data.seed}, not interp eval's seed 0"
+    print(f"eval on fresh sequences: adjusted loss {loss(est.mean, est.stderr, data.n_seq, where)}")
     if cfg.device == "cpu":
         from interp.moments import kernel_choice
 

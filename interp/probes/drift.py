@@ -33,7 +33,7 @@ from torch import Tensor
 
 from interp.evalset import EvalSet
 from interp.evaluate import ScoredSet, adjusted_losses
-from interp.files import CheckpointError
+from interp.files import CheckpointError, InvalidArgument, InvalidType, as_path
 from interp.model import LinearTransformer
 from interp.probes.forms import (
     BLOCKS,
@@ -297,6 +297,8 @@ class DriftData:
     with the oracle's loss) and `fit_seq` sequences of seed `fit_seed` for the form fits."""
 
     def __init__(self, evalset: EvalSet, fit_seq: int = 2_048, fit_seed: int = FIT_SEED):
+        if not isinstance(evalset, EvalSet):
+            raise InvalidType(f"evalset must be an interp.EvalSet, got {type(evalset).__name__}")
         self.evalset, self.fit_seq, self.fit_seed = evalset, fit_seq, fit_seed
         self.scored = ScoredSet.of(evalset)
         self.fit_tokens = evalset.replace(n_seq=fit_seq, seed=fit_seed).draw().tokens
@@ -364,6 +366,13 @@ def drift_record(step: int, model: LinearTransformer, data: DriftData, per_layer
 
 def drift_trajectory(trajectory, data: DriftData, per_layer_gap: bool = True, progress=None) -> dict:
     """Metrics of every (step, model) of a trajectory (interp.run.Run.trajectory), JSON-ready."""
+    if not isinstance(data, DriftData):
+        raise InvalidType(f"data must be an interp.DriftData, got {type(data).__name__}")
+    if not isinstance(trajectory, (list, tuple)) or not trajectory:
+        raise InvalidArgument(f"trajectory must be a non-empty list of (step, model), got {trajectory!r:.60}")
+    for item in trajectory:
+        if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], LinearTransformer)):
+            raise InvalidType(f"trajectory must hold (step, LinearTransformer) pairs, got {item!r:.60}")
     records = []
     for step, model in trajectory:
         records.append(drift_record(step, model, data, per_layer_gap).to_json())
@@ -386,6 +395,7 @@ def drift_trajectory(trajectory, data: DriftData, per_layer_gap: bool = True, pr
 def run_drift(run_dir: str | Path, noise=None, per_layer_gap: bool = True, **data_kwargs) -> dict:
     """drift_trajectory over every checkpoint of a run directory, on the run's own prior, context length and input
     covariance."""
+    as_path(run_dir, "run_dir")
     if not Run.is_run(run_dir):
         raise CheckpointError(f"{run_dir}: not a run directory (it has no {Run.CONFIG_FILE})")
     m = resolve_model(run_dir)  # the run's prior, d, n and input covariance (its config)

@@ -17,11 +17,13 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.evalset import EvalSet
-from interp.evaluate import evaluate
+from interp.evaluate import ScoredSet, evaluate
+from interp.files import InvalidArgument, InvalidType
 from interp.model import LinearTransformer
 from interp.probes.implicit import ImplicitModel, as_float64, cosine, layer_update
 from interp.records import Record
 from interp.spectral import SpectralContext, minimize_log
+from interp.tasks import check_tensor
 
 OMEGA_NAMES = ("omega_xx", "omega_xy", "omega_yx", "omega_yy")
 EQUIVARIANT_NAMES = (
@@ -47,6 +49,18 @@ def layer_operator(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> 
     symmetric S, so its part acting on antisymmetric inputs is functionally null and dropped."""
     K = einsum(P.double(), Q.double(), "l h i a, l h b j -> l i j a b")
     return (K + K.transpose(-1, -2)) / 2
+
+
+def check_weights(P: Tensor, Q: Tensor) -> None:
+    """P and Q: finite floating tensors of one shape [L, H, D, D] with D = d + 1 >= 2 (a model's `.P`, `.Q`)."""
+    for name, t in (("P", P), ("Q", Q)):
+        check_tensor(name, t, ndim=4)
+    if P.shape != Q.shape or P.shape[-1] != P.shape[-2] or P.shape[-1] < 2 or 0 in P.shape:
+        raise InvalidArgument(
+            f"P and Q must both be [L, H, d+1, d+1] with d >= 1, got {list(P.shape)} and {list(Q.shape)}"
+        )
+    if not (bool(torch.isfinite(P).all()) and bool(torch.isfinite(Q).all())):
+        raise InvalidArgument("P and Q must be finite")
 
 
 def diag_basis(d: int) -> Float[Tensor, "4 D D D D"]:
@@ -80,6 +94,7 @@ class DiagProjection:
 
 def diag_projection(P: Float[Tensor, "L H D D"], Q: Float[Tensor, "L H D D"]) -> DiagProjection:
     """Nearest DIAG ω's of every layer of any (P, Q), with the size and spectrum of what is left."""
+    check_weights(P, Q)
     K = layer_operator(P, Q)
     L, D = K.shape[0], K.shape[1]
     basis = diag_basis(D - 1).reshape(4, -1)
@@ -156,7 +171,7 @@ def form_features(S: Float[Tensor, "batch D D"], form: str) -> Float[Tensor, "ba
         put(A=Sig), put(A=tr[:, None, None] * eye), put(A=lam[:, None, None] * eye)
         put(b=alpha), put(c=alpha), put(dd=lam), put(dd=tr)
     else:
-        raise ValueError(f"unknown form {form!r} (diag or equivariant)")
+        raise InvalidArgument(f"unknown form {form!r} (diag or equivariant)")
     return torch.stack(feats, dim=-1)
 
 
@@ -183,6 +198,15 @@ class FormFits:
 
 def fit_layer_maps(model: LinearTransformer, S: Float[Tensor, "L batch D D"]) -> FormFits:
     """Fit what each layer computes, S^l ↦ Σ_k P_k S^l Q_k, on the layer's own cached statistics."""
+    _check_model(model)
+    check_tensor("S", S, ndim=4)
+    D = model.cfg.d_model
+    if S.shape[0] != model.cfg.n_layers or S.shape[-2:] != (D, D) or S.shape[1] == 0:
+        raise InvalidArgument(
+            f"S must be [L, batch, d+1, d+1] = [{model.cfg.n_layers}, batch, {D}, {D}] (each layer's statistics, "
+            f"blocks.{{l}}.attn.hook_stats), got {list(S.shape)}"
+        )
+    S = S.double()
     P, Q = model.P.detach().double(), model.Q.detach().double()
     out = {"diag": [], "diag_r2": [], "equivariant": [], "equivariant_r2": []}
     for l in range(S.shape[0]):
@@ -197,6 +221,22 @@ def fit_layer_maps(model: LinearTransformer, S: Float[Tensor, "L batch D D"]) ->
         torch.stack(out["equivariant"]),
         torch.tensor(out["equivariant_r2"], dtype=torch.float64),
     )
+
+
+def _check_model(model) -> None:
+    if not isinstance(model, LinearTransformer):
+        raise InvalidType(f"model must be an interp.LinearTransformer, got {type(model).__name__}")
+
+
+def _check_omega(omega, L: int) -> None:
+    """ω's of L layers: a finite floating tensor [L, 4] (ω_xx, ω_xy, ω_yx, ω_yy)."""
+    check_tensor("omega", omega)
+    if tuple(omega.shape) != (L, 4):
+        raise InvalidArgument(
+            f"omega must be [L, 4] = [{L}, 4] (ω_xx, ω_xy, ω_yx, ω_yy per layer), got {list(omega.shape)}"
+        )
+    if not bool(torch.isfinite(omega).all()):
+        raise InvalidArgument("omega must be finite")
 
 
 # ---------------------------------------------------------------------- Lemma 4.4 and friends
@@ -219,6 +259,11 @@ class Lemma44:
 
 def lemma44(imp: ImplicitModel, omega: Float[Tensor, "L 4"], ctx: SpectralContext | None = None) -> Lemma44:
     """Λ, Γ, s, Π, Φ of Lemma 4.4 and a check that they reproduce the Lemma 4.3 recursion."""
+    if not isinstance(imp, ImplicitModel):
+        raise InvalidType(f"imp must be an interp.ImplicitModel (interp.implicit_model), got {type(imp).__name__}")
+    _check_omega(omega, imp.S.shape[0])
+    if ctx is not None and not isinstance(ctx, SpectralContext):
+        raise InvalidType(f"ctx must be an interp.SpectralContext or None, got {type(ctx).__name__}")
     ctx = imp.context() if ctx is None else ctx
     w_star, rho = ctx.ols_weights(), ctx.rss  # w* = Σ^{-1} α, ρ = Σ_i r_i² on the raw context
     Sig0 = imp.S[0, :, :-1, :-1]
@@ -286,8 +331,11 @@ class Ablation(Record):
 def diag_ablation(model: LinearTransformer, data: EvalSet, omega: Tensor | None = None) -> Ablation:
     """Adjusted loss with each layer (then all layers) replaced by its DIAG projection, on the same sequences."""
     model = as_float64(model)
+    if not isinstance(data, (EvalSet, ScoredSet)):
+        raise InvalidType(f"data must be an interp.EvalSet (or a ScoredSet), got {type(data).__name__}")
     if omega is None:
         omega = diag_projection(model.P.detach(), model.Q.detach()).omega
+    _check_omega(omega, model.cfg.n_layers)
     L, d = model.cfg.n_layers, model.cfg.d
     preds = {"base": with_diag_layers(model, omega, []), "all": LinearTransformer.from_omegas(omega, d)}
     preds |= {f"layer{l}": with_diag_layers(model, omega, [l]) for l in range(L)}

@@ -19,12 +19,15 @@ from einops import einsum
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.files import InvalidArgument, InvalidType
 from interp.model import LinearTransformer
 from interp.spectral import SpectralContext, minimize_log
 
 
 def as_float64(model: LinearTransformer) -> LinearTransformer:
     """A float64 copy of the same parameterization (hooks, omegas() and the dtype of its config intact)."""
+    if not isinstance(model, LinearTransformer):
+        raise InvalidType(f"model must be an interp.LinearTransformer, got {type(model).__name__}")
     if model.cfg.dtype == "float64":
         return model
     cfg = dataclasses.replace(model.cfg, dtype="float64")
@@ -40,7 +43,7 @@ def probe_cache(model: LinearTransformer, tokens: Tensor) -> tuple[Tensor, Tenso
     last = f"blocks.{L - 1}.hook_resid_post"
     keep = lambda name: name.endswith("hook_resid_pre") or name.endswith("attn.hook_stats") or name == last
     with torch.no_grad():
-        _, cache = model.run_with_cache(tokens.double(), names_filter=keep)
+        _, cache = model.run_with_cache(model._check_tokens(tokens), names_filter=keep)  # float64 [batch, pos, D]
     resid = torch.stack([cache[f"blocks.{l}.hook_resid_pre"] for l in range(L)] + [cache[last]])
     S = torch.stack([cache[f"blocks.{l}.attn.hook_stats"] for l in range(L)])
     return resid, S
@@ -94,7 +97,7 @@ def implicit_by_lstsq(resid: Float[Tensor, "L1 batch pos D"]) -> tuple[Tensor, T
     """
     L1, B, pos, D = resid.shape
     if pos < D:
-        raise ValueError(f"least squares needs n + 1 >= d + 1 tokens, got {pos} tokens of width {D}")
+        raise InvalidArgument(f"least squares needs n + 1 >= d + 1 tokens, got {pos} tokens of width {D}")
     E0 = resid[0]
     rhs = resid.permute(1, 2, 0, 3).reshape(B, pos, L1 * D)  # [B, pos, (L+1)·D]
     Qm, R = torch.linalg.qr(E0)  # reduced: Qm [B, pos, D], R [B, D, D]
@@ -156,7 +159,7 @@ def tune_gd_steps(
     `reference` [L+1, batch, d] (mean squared distance), or the one with the least ½·MSE on the
     query labels `target` [batch] — exactly one of the two."""
     if (reference is None) == (target is None):
-        raise ValueError("tune_gd_steps needs exactly one of reference= and target=")
+        raise InvalidArgument("tune_gd_steps needs exactly one of reference= and target=")
     etas = [torch.tensor(float("nan"), dtype=torch.float64)]
     for k in range(1, L + 1):
         if reference is not None:

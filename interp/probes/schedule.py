@@ -51,6 +51,7 @@ from torch import Tensor
 
 from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, ScoredSet, adjusted_losses
+from interp.files import InvalidArgument
 from interp.model import LinearTransformer
 from interp.probes.implicit import as_float64, layer_update, probe_cache
 from interp.records import Record
@@ -68,7 +69,7 @@ Vec = Tensor | list  # [layers, ...]: a tensor when computed, a list when read b
 def block_masks(d: int, block: str) -> tuple[Tensor, Tensor]:
     """(E_R, E_C): the 0/1 diagonal masks of the rows and columns of `block` ("x<-y": rows x, column y)."""
     if block not in BLOCKS:
-        raise ValueError(f"unknown block {block!r} (one of {', '.join(BLOCKS)})")
+        raise InvalidArgument(f"unknown block {block!r} (one of {', '.join(BLOCKS)})")
     x = torch.cat([torch.ones(d), torch.zeros(1)]).double()
     part = {"x": x, "y": 1.0 - x}
     return torch.diag(part[block[0]]), torch.diag(part[block[-1]])
@@ -124,7 +125,7 @@ def block_zeroed(model: LinearTransformer, layer: int, block: str) -> LinearTran
     model = as_float64(model)
     L, d = model.cfg.n_layers, model.cfg.d
     if not 0 <= layer < L:
-        raise ValueError(f"layer must be in [0, {L}), got {layer}")
+        raise InvalidArgument(f"layer must be in [0, {L}), got {layer}")
     ER, EC = block_masks(d, block)
     if model.arch.has_omegas:
         omega = _omegas(model).clone()
@@ -249,7 +250,7 @@ class Schedule(Record):
     def relabel(self, rel: float = REL_THRESHOLD, z: float = Z) -> list[str]:
         """The labels under another threshold, from the recorded increases (no recomputation)."""
         if self.increase is None:
-            raise ValueError("this schedule has no ablation (run with ablation sequences)")
+            raise InvalidArgument("this schedule has no ablation (run with ablation sequences)")
         return schedule_labels(self.increase, self.increase_stderr, self.base, self.blowups, rel, z)
 
     @property
@@ -268,7 +269,7 @@ def layer_schedule(
     """Block sizes on the sequences of `data` and the single-block ablation on `ablation` (default: `data`'s own
     sequences)."""
     if data.d != model.cfg.d:
-        raise ValueError(f"the evaluation set has d = {data.d} but the model d = {model.cfg.d}")
+        raise InvalidArgument(f"the evaluation set has d = {data.d} but the model d = {model.cfg.d}")
     model = as_float64(model)
     sizes = torch.cat([block_sizes(model, b.tokens) for b in data.batches()], dim=1)
     return Schedule.of(sizes, block_ablation(model, data if ablation is None else ablation), rel, z)

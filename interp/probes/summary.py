@@ -1,18 +1,23 @@
 """All probes of one model over many fresh sequences, in chunks, as a JSON-ready dict (docs/probe_schema.md).
 
 Per-sequence probes run on every chunk; the few quantities shared by all sequences (the tuned GD
-steps, the constant ridge λ's, the FULL-form fits) are fitted once on `fit_seq` other sequences of the
-same prior (seed + TUNE_OFFSET), disjoint from the probe sequences they are evaluated on.
+steps, the constant ridge λ's that match the model, the FULL-form fits) are fitted once on `fit_seq` other sequences
+of the same prior (seed + TUNE_OFFSET), disjoint from the probe sequences they are evaluated on. ConstRR's λ is not
+refitted here: it is interp.tuning's (`constrr_lambda`), the one interp eval and interp table print.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 from torch import Tensor
 
+from interp.config import Matrix
 from interp.evalset import EvalSet
+from interp.evaluate import LossEstimate, adjusted_losses
+from interp.files import InvalidArgument, InvalidType
 from interp.model import LinearTransformer
 from interp.probes.forms import (
     EQUIVARIANT_NAMES,
@@ -20,7 +25,6 @@ from interp.probes.forms import (
     Ablation,
     const_ridge_fit,
     const_ridge_mismatch,
-    diag_ablation,
     diag_projection,
     effective_step,
     fit_layer_maps,
@@ -28,10 +32,13 @@ from interp.probes.forms import (
     lemma44,
     momentum,
     rescaling_factor,
+    with_diag_layers,
 )
 from interp.probes.implicit import as_float64, compare_solvers, gd_iterates, implicit_model, rel_error, tune_gd_steps
 from interp.probes.schedule import Schedule, block_ablation, block_sizes
 from interp.records import Record
+from interp.tasks import NoisePrior, as_prior
+from interp.tuning import TuningSet, is_cached, tune_constrr, tuned
 
 SCHEMA_VERSION = 1
 TUNE_OFFSET = 1_000_003  # seed offset of the tuning sequences
@@ -133,10 +140,66 @@ class ProjectionSummary(Record):
 
 @dataclass
 class ConstRidge(Record):
+    """Is the model a constant-λ ridge? Per layer, the λ whose ridge predictions best match the model's (`lambda_match`,
+    the model's own λ) and how far apart they stay; beside it ConstRR's λ, the loss-optimal constant λ of the prior as
+    interp.tuning tunes it (`lambda_constrr`, the value interp eval and interp table print)."""
+
     lambda_match: Vec
     relative_mismatch: Vec
     half_msd: Vec
     lambda_constrr: float | Tensor
+
+
+@dataclass
+class DiagAblation(Ablation):
+    """interp.probes.forms.Ablation with the standard errors: of the model's adjusted loss (`base`) and of the all-DIAG
+    one (`all`), and of the paired differences (`delta_*`), on the `n_seq` sequences of seed `seed`."""
+
+    base_stderr: float | None = None
+    all_stderr: float | None = None
+    delta_per_layer_stderr: list | None = None
+    delta_all_stderr: float | None = None
+    seed: int | None = None
+
+
+def diag_ablation_estimates(model: LinearTransformer, data: EvalSet, omega: Tensor) -> DiagAblation:
+    """interp.probes.forms.diag_ablation (each layer, then all layers, replaced by its DIAG projection `omega`, on the
+    same sequences) with the standard errors of the losses and of the paired differences."""
+    model = as_float64(model)
+    L, d = model.cfg.n_layers, model.cfg.d
+    preds = {"base": with_diag_layers(model, omega, []), "all": LinearTransformer.from_omegas(omega, d)}
+    preds |= {f"layer{l}": with_diag_layers(model, omega, [l]) for l in range(L)}
+    diffs = adjusted_losses(preds, data)
+    est = {k: LossEstimate.of(v) for k, v in diffs.items()}
+    paired = {k: LossEstimate.of(v - diffs["base"]).stderr for k, v in diffs.items() if k != "base"}
+    base, per_layer = est["base"].mean, [est[f"layer{l}"].mean for l in range(L)]
+    return DiagAblation(
+        base,
+        per_layer,
+        est["all"].mean,
+        [x - base for x in per_layer],
+        est["all"].mean - base,
+        data.n_seq,
+        base_stderr=est["base"].stderr,
+        all_stderr=est["all"].stderr,
+        delta_per_layer_stderr=[paired[f"layer{l}"] for l in range(L)],
+        delta_all_stderr=paired["all"],
+        seed=data.seed,
+    )
+
+
+@lru_cache(maxsize=64)
+def _constrr_lambda(spec: str, d: int, n: int, x_cov: Matrix | None) -> float:
+    if is_cached(spec, d, n, (), x_cov):
+        return tuned(spec, d, n, (), x_cov)["constrr"]["lam"]
+    return tune_constrr(TuningSet(spec, d, n, x_cov=x_cov))["lam"]
+
+
+def constrr_lambda(prior: "str | NoisePrior", d: int, n: int, x_cov: Matrix | None = None) -> float:
+    """ConstRR's λ on a prior (inputs x ~ N(0, x_cov)) as interp.tuning tunes it: the tuned record's when it is shipped
+    or tuned in this process, else ConstRR alone tuned now on the same tuning set (the value `tuned` would record,
+    without tuning the other baselines)."""
+    return _constrr_lambda(as_prior(prior).spec, d, n, x_cov)
 
 
 @dataclass
@@ -162,7 +225,7 @@ class ProbeResult(Record):
     fits: FitsSummary
     projection: ProjectionSummary
     const_ridge: ConstRidge
-    ablation: Ablation | None = None
+    ablation: DiagAblation | None = None
     schedule: Schedule | None = None  # §5.3's layer schedule (interp.probes.schedule)
 
 
@@ -213,9 +276,18 @@ def probe_model(
     other sequences (seed + TUNE_OFFSET), the DIAG ablation on `ablation_seq` more (seed + 1; 0 skips it). The layer
     schedule's block sizes use the probe sequences, its single-block ablation `schedule_seq` sequences of seed + 1
     (default: `ablation_seq`, the DIAG ablation's very sequences; 0 skips it)."""
+    model = as_float64(model)  # InvalidType for anything but a LinearTransformer
+    if not isinstance(data, EvalSet):
+        raise InvalidType(f"data must be an interp.EvalSet, got {type(data).__name__}")
     if data.d != model.cfg.d:
-        raise ValueError(f"the evaluation set has d = {data.d} but the model d = {model.cfg.d}")
-    model = as_float64(model)
+        raise InvalidArgument(f"the evaluation set has d = {data.d} but the model d = {model.cfg.d}")
+    for name, value, low in (("fit_seq", fit_seq, 1), ("ablation_seq", ablation_seq, 0), ("sigma_bins", sigma_bins, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InvalidArgument(f"{name} must be an int >= {low}, got {value!r:.60}")
+    if schedule_seq is not None and (
+        isinstance(schedule_seq, bool) or not isinstance(schedule_seq, int) or schedule_seq < 0
+    ):
+        raise InvalidArgument(f"schedule_seq must be an int >= 0 or None, got {schedule_seq!r:.60}")
     L, d = model.cfg.n_layers, model.cfg.d
     omega, omega_source = layer_omegas(model)
     proj = diag_projection(model.P.detach(), model.Q.detach())
@@ -233,7 +305,7 @@ def probe_model(
     shared = {
         "gd_eta_tuned": tune_gd_steps(ctx_t, L, target=tune.target),
         "gd_eta_match": tune_gd_steps(ctx_t, L, reference=imp_t.w),
-        "ridge": const_ridge_fit(ctx_t, imp_t.pred, tune.target),
+        "ridge": const_ridge_fit(ctx_t, imp_t.pred),  # the λ's matching the model; ConstRR's is interp.tuning's
         "fits": fit_layer_maps(model, imp_t.S),
     }
     del tune, imp_t, ctx_t
@@ -324,12 +396,12 @@ def probe_model(
             shared["ridge"]["lambda_match"],
             c["ridge_diff2"].mean(-1) / c["pred2"].mean(-1),
             0.5 * c["ridge_diff2"].mean(-1),
-            shared["ridge"]["lambda_constrr"],
+            constrr_lambda(data.noise, d, data.n, data.x_cov),
         ),
     )
     if ablation_seq > 0:
-        result.ablation = diag_ablation(
-            model, data.replace(n_seq=ablation_seq, seed=data.seed + 1, sigma=None), omega=proj.omega
+        result.ablation = diag_ablation_estimates(
+            model, data.replace(n_seq=ablation_seq, seed=data.seed + 1, sigma=None), proj.omega
         )
     schedule_seq = ablation_seq if schedule_seq is None else schedule_seq
     blocks = (

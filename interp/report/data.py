@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,13 +29,17 @@ from interp.evaluate import (
     sigma_grid,
     sigma_profile,
 )
-from interp.files import CheckpointError
+from interp.files import CheckpointError, open_regular
+from interp.params import Parameterization, of
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
 from interp.run import Run, checkpoint_sha256, load_with_meta, resolve_model
+from interp.table import PAPER_ORDER
 from interp.tasks import as_prior
 
-REPORT_VERSION = 3  # 2: probe sequences drawn by interp.evalset (the same for any chunk size); 3: layer schedule
+# 2: probe sequences drawn by interp.evalset (the same for any chunk size); 3: layer schedule; 4: the probe's ConstRR λ
+# is interp.tuning's, and its DIAG ablation has standard errors
+REPORT_VERSION = 4
 CACHE_FILE = "report_cache.json"
 CACHE_KEEP = 96  # records kept per cache file (the oldest drop out)
 BASELINES = ("constrr", "adarr", "tunedrr", "bayes")  # the paper's ridge baselines and the Bayes floor
@@ -55,10 +60,11 @@ class Settings:
     drift_points: int = 10  # checkpoints per FULL run on the drift curves
     drift_seq: int = 3_000  # sequences for the drift losses (same for every checkpoint)
     drift_fit_seq: int = 1_024
+    preview: bool = False  # interp report --quick: the numbers are marked as a preview (not part of any cache key)
 
     @classmethod
     def quick(cls) -> "Settings":
-        """Small counts for tests and previews (noisy numbers, same figures)."""
+        """Small counts for tests and previews (noisy numbers, same figures), marked as a preview."""
         return cls(
             n_seq=1_000,
             profile_seq=300,
@@ -70,7 +76,12 @@ class Settings:
             drift_points=4,
             drift_seq=300,
             drift_fit_seq=256,
+            preview=True,
         )
+
+    def measured(self) -> dict:
+        """The settings that change what is measured (all but `preview`): what the cache keys hold."""
+        return {k: v for k, v in asdict(self).items() if k != "preview"}
 
 
 @dataclass
@@ -95,6 +106,11 @@ class Entry:
     def complete(self) -> bool:
         return self.total_steps is None or self.step == self.total_steps
 
+    @property
+    def parameterization(self) -> Parameterization:
+        """The architecture's object (interp.params), which says what it does differently."""
+        return of(self.arch)
+
 
 # ---------------------------------------------------------------------------- finding models
 def default_zoo() -> Path | None:
@@ -109,7 +125,7 @@ def default_zoo() -> Path | None:
 def zoo_runs(zoo: Path) -> list[Path]:
     """Run directories directly under `zoo` that hold at least one checkpoint, in a stable order."""
     runs = [r.path for r in Run.find(zoo) if r.checkpoints()]
-    arch_rank = {"gdpp": 0, "diag": 1, "full": 2}
+    arch_rank = {a.name: i for i, a in enumerate(PAPER_ORDER)}
 
     def key(p: Path):
         try:
@@ -160,6 +176,63 @@ def make_entry(path: str | Path, noise: str | None = None) -> Entry:
     )
 
 
+CHECKPOINT_SUFFIX = ".safetensors"  # a checkpoint file's name (docs/checkpoints.md)
+
+
+def is_checkpoint_file(path: Path) -> bool:
+    """Whether a file given to the report is meant as a checkpoint: named *.safetensors, or holding a safetensors
+    header (8 bytes of header length, then its JSON's "{"), so sweep.json or a note beside the runs is not. A path
+    that is no regular file counts (make_entry says what is wrong with it)."""
+    if path.suffix == CHECKPOINT_SUFFIX:
+        return True
+    try:
+        with open_regular(path, what="checkpoint") as f:
+            if f.size < 9:
+                return False
+            head = f.read_at(0, 9)
+    except CheckpointError:
+        return True
+    return head[8:9] == b"{" and 8 + int.from_bytes(head[:8], "little") <= f.size
+
+
+def model_paths(paths: list[str | Path], log=None) -> list[Path]:
+    """The models among `paths`, in order, each once: a run directory or a directory holding checkpoints/ as it is, a
+    checkpoint file as it is (`is_checkpoint_file`), and a directory of run directories (a sweep root, the zoo) as its
+    runs with checkpoints (`zoo_runs`). Anything else is skipped, with a line to `log` saying why: another file (a sweep
+    root's sweep.json and table1_evals.json, when a shell glob hands them over), a run with no checkpoint yet, a
+    directory holding no runs."""
+    say = log or (lambda msg: None)
+    out: dict[str, Path] = {}
+    for path in map(Path, paths):
+        if path.is_dir():
+            if Run.is_run(path) and not Run(path).checkpoints():
+                say(f"skipping {path}: a run with no checkpoint yet")
+                found = []
+            elif Run.is_run(path) or (path / Run.CKPT_DIR).is_dir():
+                found = [path]
+            else:
+                found = zoo_runs(path)
+                if not found:
+                    say(f"skipping {path}: neither a run directory nor a directory of runs with checkpoints")
+        elif is_checkpoint_file(path):
+            found = [path]
+        else:
+            say(f"skipping {path}: not a checkpoint file (*{CHECKPOINT_SUFFIX}) or a run directory")
+            found = []
+        for p in found:
+            out.setdefault(os.path.realpath(p), p)
+    return list(out.values())
+
+
+def entries_of(paths: list[str | Path], noise: str | None = None, log=None) -> list[Entry]:
+    """One Entry per model among `paths` (`model_paths`); CheckpointError when there is none."""
+    found = model_paths(paths, log)
+    if not found:
+        given = ", ".join(map(str, paths[:3])) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        raise CheckpointError(f"no models to report on among {given or 'nothing'}")
+    return [make_entry(p, noise) for p in found]
+
+
 def unique_labels(entries: list[Entry]) -> None:
     seen: dict[str, int] = {}
     for e in entries:
@@ -183,7 +256,7 @@ def _cache_key(entry: Entry, settings: Settings, digest: str) -> str:
     loss on the prior, the evaluation code's version, and the rest of what the record measures (REPORT_VERSION and
     the settings of the other measurements)."""
     on_prior = EvalSet(entry.noise, d=entry.d, n=entry.n, n_seq=settings.n_seq, seed=settings.seed, x_cov=entry.x_cov)
-    return cache_key(digest, on_prior, kind="report", report_version=REPORT_VERSION, settings=asdict(settings))
+    return cache_key(digest, on_prior, kind="report", report_version=REPORT_VERSION, settings=settings.measured())
 
 
 def _read_cache(path: Path) -> dict:
@@ -233,7 +306,7 @@ def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Mo
     sigmas = sigma_grid(entry.noise, s.sigma_step)
     curve = per_layer_loss(model, on_prior)
     grid = per_layer_profile(model, sigmas, on_prior.replace(n_seq=s.profile_seq))
-    ablation = s.ablation_seq if entry.arch == "full" else 0
+    ablation = 0 if entry.parameterization.has_omegas else s.ablation_seq  # a DIAG / GD++ layer is its DIAG projection
     probes = on_prior.replace(n_seq=s.probe_seq, chunk=1_000)
     probe = probe_model(model, probes, fit_seq=s.fit_seq, ablation_seq=ablation, schedule_seq=s.schedule_seq)
     record = ModelRecord(
@@ -385,7 +458,7 @@ def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = Tr
     without a FULL run directory, the reason (the report shows it)."""
     from interp.probes.drift import DriftData, drift_record
 
-    runs = [e for e in entries if e.arch == "full" and e.run_dir is not None]
+    runs = [e for e in entries if not e.parameterization.has_omegas and e.run_dir is not None]
     if not runs:
         return DriftCurves(reason="no FULL run directory among the models (DIAG and GD++ never leave DIAG).")
     datasets: dict[tuple, DriftData] = {}
@@ -491,9 +564,7 @@ def gather(
     """Load, evaluate and probe every model (cached per checkpoint), plus baselines per prior."""
     settings = settings or Settings()
     say = log or (lambda msg: None)
-    entries = [make_entry(p, noise) for p in paths]
-    if not entries:
-        raise CheckpointError("no models to report on")
+    entries = entries_of(paths, noise, say)
     unique_labels(entries)
     task_sizes = {}  # prior -> (d, n, x_cov) of its baselines; the figures draw one set of baselines per prior
     for prior in dict.fromkeys(e.noise for e in entries):

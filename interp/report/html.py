@@ -12,11 +12,12 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from interp.config import inputs_suffix
-from interp.evaluate import paper_value
+from interp.evaluate import MAX_REL_STDERR, paper_value, precise
+from interp.render import count, fixed, loss, ratio, table
 from interp.report import figures
 from interp.report.data import BASELINES, ReportData
 from interp.report.figures import Panel
-from interp.report.style import ARCH_COLOR, ARCH_NAME, BASELINE_STYLE, FONT
+from interp.report.style import ARCH_COLOR, BASELINE_STYLE, FONT, arch_label
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png", "scale": 2}}
 
@@ -74,16 +75,18 @@ def summary_rows(data: ReportData) -> list[dict]:
                 kind="model",
                 name=e.label,
                 arch=e.arch,
-                what=f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}" + inputs_suffix(e.x_cov),
+                what=f"{arch_label(e.arch)} L={e.n_layers}" + inputs_suffix(e.x_cov),
                 noise=e.noise,
                 step=e.step,
                 total=e.total_steps,
                 complete=e.complete,
                 mean=loss.mean,
                 stderr=loss.stderr,
+                n_seq=loss.n_seq,
                 paper=paper,
                 ratio=loss.mean / paper if paper else None,
                 ratio_se=loss.stderr / paper if paper else None,
+                precise=precise(loss.mean, loss.stderr),
             )
         )
     for prior, base in data.baselines.items():
@@ -102,53 +105,81 @@ def summary_rows(data: ReportData) -> list[dict]:
                         complete=True,
                         mean=est.mean,
                         stderr=est.stderr,
+                        n_seq=est.n_seq,
                         paper=paper,
                         ratio=est.mean / paper if paper else None,
                         ratio_se=est.stderr / paper if paper else None,
+                        precise=precise(est.mean, est.stderr),
                     )
                 )
     return rows
 
 
 def _ratio(row: dict) -> str:
-    """ours / paper ± its standard error (the paper's value taken as exact)."""
-    if row["ratio"] is None:
-        return _fmt(None, ".2f")
-    return f"{row['ratio']:.2f} ± {row['ratio_se']:.2f}"
+    """ours / paper ± its standard error (the paper's value taken as exact); "○" where the noise cannot support it
+    (interp.evaluate.precise), "–" without a paper value."""
+    return ratio(row["mean"], row["stderr"], row["paper"], row["precise"])
+
+
+NOISY_NOTE = f"○: standard error above {MAX_REL_STDERR:.0%} of the value, too noisy for a ratio to the paper"
+
+
+def _preview(data: ReportData) -> str:
+    """The line that marks a --quick report's numbers as a preview (empty otherwise)."""
+    if not data.settings.preview:
+        return ""
+    return (
+        f"preview (--quick): {count(data.settings.n_seq)} sequences per loss, noisy numbers for a first look, not a "
+        "reproduction; a ratio to the paper only where the standard error is within "
+        f"{MAX_REL_STDERR:.0%} of the value"
+    )
 
 
 def summary_text(data: ReportData) -> str:
-    """The summary table for a terminal."""
-    head = ["model", "what", "noise", "step", "adjusted", "± s.e.", "paper", "ours/paper"]
+    """The summary table for a terminal: every loss with its standard error and its sequence count."""
+    rows = summary_rows(data)
+    head = ["model", "what", "noise", "step", "adjusted loss", "paper", "ours/paper"]
     body = [
         [
             r["name"],
             r["what"],
             r["noise"],
             "" if r["step"] is None else f"{r['step']}" + ("" if r["complete"] else "*"),
-            _fmt(r["mean"]),
-            _fmt(r["stderr"], ".2g"),
-            _fmt(r["paper"]),
+            loss(r["mean"], r["stderr"], r["n_seq"]),
+            fixed(r["paper"]),
             _ratio(r),
         ]
-        for r in summary_rows(data)
+        for r in rows
     ]
-    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
-    line = lambda r: "  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
-    text = "\n".join([line(head), "  ".join("-" * w for w in widths), *(line(r) for r in body)])
-    if any(not r["complete"] for r in summary_rows(data)):
-        text += "\n* still training: the last checkpoint so far"
-    return text
+    s = data.settings
+    lines = [_preview(data)] if s.preview else []
+    lines.append(
+        f"adjusted loss on seed {s.seed} of each model's training prior: "
+        + (
+            "the same sequences as interp eval's and interp table's defaults"
+            if (s.seed, s.n_seq) == (0, 100_000)
+            else f"{count(s.n_seq)} of them"
+        )
+    )
+    lines.append(table(head, body, left=3))
+    if any(not r["complete"] for r in rows):
+        lines.append("* still training: the last checkpoint so far")
+    if any(r["paper"] and not r["precise"] for r in rows):
+        lines.append(NOISY_NOTE + (" (rerun without --quick)" if s.preview else ""))
+    return "\n".join(lines)
 
 
 def _summary_html(data: ReportData) -> str:
     s = data.settings
-    out = [
+    rows = summary_rows(data)
+    preview = _preview(data)
+    out = [f'<p class="note">{html.escape(preview)}</p>'] if preview else []
+    out.append(
         '<table class="summary"><thead><tr><th class="l">model</th><th class="l">what</th><th class="l">noise</th>'
         "<th>step</th><th>adjusted loss</th><th>± s.e.</th><th>paper (Table 1)</th>"
         "<th>ours / paper</th></tr></thead><tbody>"
-    ]
-    for r in summary_rows(data):
+    )
+    for r in rows:
         colour = ARCH_COLOR.get(r["arch"]) or BASELINE_STYLE.get(r["arch"], ("", "#999"))[1]
         tag = "" if r["complete"] else '<span class="tag">training</span>'
         step = (
@@ -156,8 +187,8 @@ def _summary_html(data: ReportData) -> str:
             if r["step"] is None
             else (f"{r['step']}" if r["total"] in (None, r["step"]) else f"{r['step']} / {r['total']}")
         )
-        ratio = r["ratio"]
-        cls = "" if ratio is None else (" good" if ratio <= 1.05 else " bad" if ratio > 1.5 else "")
+        shown = r["ratio"] if r["precise"] else None  # a ratio the noise supports
+        cls = "" if shown is None else (" good" if shown <= 1.05 else " bad" if shown > 1.5 else "")
         out.append(
             f'<tr class="{"base" if r["kind"] == "baseline" else ""}">'
             f'<td class="l"><span class="dot" style="background:{colour}"></span>{html.escape(r["name"])}{tag}</td>'
@@ -168,8 +199,10 @@ def _summary_html(data: ReportData) -> str:
     out.append("</tbody></table>")
     out.append(
         f'<p class="look">Adjusted loss = ½·MSE minus the oracle ridge\'s ½·MSE on the same {s.n_seq:,} sequences '
-        "of the model's training prior (seed 0). The paper's numbers are the best of 5 seeds after 200 000 steps; "
-        "ratios (± one standard error) above 1.5 are red, at or below 1.05 green.</p>"
+        f"of the model's training prior (seed {s.seed}). The paper's numbers are the best of 5 seeds after 200 000 "
+        "steps; ratios (± one standard error) above 1.5 are red, at or below 1.05 green"
+        + ("; " + html.escape(NOISY_NOTE) if any(r["paper"] and not r["precise"] for r in rows) else "")
+        + ".</p>"
     )
     return "\n".join(out)
 

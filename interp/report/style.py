@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-ARCH_COLOR = {"gdpp": "#3B9B4A", "diag": "#2F6DB5", "full": "#D8453B"}
-ARCH_NAME = {"gdpp": "GD++", "diag": "DIAG", "full": "FULL"}
+from interp.params import DIAG, FULL, GDPP, of
+
+ARCH_COLOR = {GDPP.name: "#3B9B4A", DIAG.name: "#2F6DB5", FULL.name: "#D8453B"}  # by ModelConfig.param
 BASELINE_STYLE = {  # name -> (label, colour, dash)
     "constrr": ("ConstRR", "#8C8C8C", "dash"),
     "adarr": ("AdaRR", "#B07AA1", "dot"),
@@ -24,6 +25,11 @@ PRIOR_SYMBOL = ["circle", "diamond", "square", "triangle-up", "cross", "x"]  # t
 PRIOR_DASH = ["solid", "dash", "dot", "dashdot", "longdash"]  # the same, for views drawn with lines only
 MENU_ROOM = 40  # px above the plot for a row of buttons (groups.depth_menu)
 MARGIN = dict(l=70, r=30, t=50, b=60)  # px around the plotting area (more on top for buttons, below for a legend)
+
+
+def arch_label(arch: str) -> str:
+    """How the report writes an architecture (ModelConfig.param): its label (interp.params: GD++, DIAG, FULL)."""
+    return of(arch).label
 
 
 def _mix(hex_color: str, t: float) -> str:

@@ -13,11 +13,13 @@ local processes, Ray); `sweep` here puts them together.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from interp.config import OPTIONS, config_from_options
 from interp.evalcache import CACHE_FILE, open_cache, run_loss
+from interp.files import InvalidType, as_path
 from interp.run import Run
 from interp.sweep.executors import RAY_MISSING, Task, run_local, run_ray, run_task
 from interp.sweep.grid import NAME_AXES, RunSpec, SweepError, expand, load_grid_file, run_name
@@ -50,6 +52,9 @@ def sweep(
     `gpus_per_run` GPUs, fractions allowed). Finished runs are skipped (their adjusted loss is read back
     from sweep.json when it was computed on the same `eval_seq` sequences), unfinished ones resumed.
     """
+    if not isinstance(runs, Mapping) and not (isinstance(runs, list) and all(isinstance(r, RunSpec) for r in runs)):
+        raise InvalidType(f"runs must be a dict of option values or a list of RunSpec, got {type(runs).__name__}")
+    root = as_path(root, "root")
     if backend not in ("local", "ray"):
         raise SweepError(f"unknown backend {backend!r} (local or ray)")
     if workers < 1 or threads < 1 or retries < 0 or eval_seq < 0 or gpus_per_run < 0:
@@ -66,7 +71,8 @@ def sweep(
         raise SweepError("two runs share a name")
     if gpus_per_run and any(s.cfg is not None and s.cfg.device == "cpu" for s in specs):
         raise SweepError("--gpus-per-run: the runs train on --device cpu; pass --device cuda")
-    root = Path(root)
+    if (root / SWEEP_FILE).is_dir():  # found now, not when the first run ends and the summary cannot be written
+        raise SweepError(f"{root / SWEEP_FILE}: is a directory; the sweep writes its summary there")
     states = plan(specs, root)
     previous = read_summary(root).get("runs", {})  # only its timings: losses come from the validated cache
     cache = open_cache(root / CACHE_FILE) if eval_seq else None
@@ -79,6 +85,8 @@ def sweep(
             s.status, s.step, s.adjusted = "done", s.steps, None if hit is None else hit.to_dict()
             s.seconds = seconds if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None
     root.mkdir(parents=True, exist_ok=True)
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise SweepError(f"--root: {root} is not a writable directory")
     info = {"backend": backend, "eval_seq": eval_seq, **(meta or {})}
     view = Progress(states, root, info, live=progress)
     args_of = lambda s: (str(s.run_dir.resolve()), s.spec.cfg.to_dict(), threads, eval_seq)  # noqa: E731

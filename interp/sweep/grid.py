@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from interp.config import OPTIONS, TrainConfig, config_from_options
-from interp.files import CheckpointError, read_regular_file
+from interp.files import CheckpointError, InvalidArgument, read_regular_file
 from interp.limits import MAX_CONFIG_BYTES
 from interp.presets import resolve
 from interp.tasks import as_prior, prior_slug
@@ -22,7 +22,7 @@ NAME_AXES = ("arch", "layers", "noise", "seed")  # always in a run's name, in th
 ALIASES = {a.removeprefix("--").replace("-", "_"): k for k, o in OPTIONS.items() for a in o.aliases}
 
 
-class SweepError(ValueError):
+class SweepError(InvalidArgument):
     """A sweep that cannot start (conflicting run directory, bad grid file); the message is one line."""
 
 

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from interp.files import atomic_write_text, read_regular_file
 from interp.limits import MAX_TEXT_BYTES
+from interp.render import DASH, count, loss, markdown
 from interp.sweep.planning import RunState
 
 SWEEP_FILE = "sweep.json"
@@ -56,14 +57,12 @@ def read_summary(root: str | Path) -> dict:
 
 
 def end_table(states: list[RunState], eval_seq: int) -> str:
-    """Markdown table of every run: status, steps and the final adjusted loss on `eval_seq` sequences (or the error)."""
-    count = f"{eval_seq:,}".replace(",", " ")  # 10 000
-    loss_on = f"adjusted loss on {count} sequences" if eval_seq else "adjusted loss (not evaluated)"
-    lines = [f"| run | status | steps | {loss_on} |", "|---|---|---|---|"]
+    """Markdown table of every run: status, steps and the final adjusted loss ± its standard error on `eval_seq`
+    sequences, the count in the heading (interp.render.loss), or the error."""
+    loss_on = f"adjusted loss on {count(eval_seq)} sequences" if eval_seq else "adjusted loss (not evaluated)"
+    rows = []
     for s in sorted(states, key=lambda s: s.spec.name):
-        if s.status == "done" and s.adjusted:
-            loss = f"{s.adjusted['mean']:.4g} ± {s.adjusted['stderr']:.2g}"
-        else:
-            loss = s.error or "–"
-        lines.append(f"| {s.spec.name} | {s.status} | {s.step}/{s.steps} | {loss} |")
-    return "\n".join(lines) + "\n"
+        done = s.status == "done" and s.adjusted
+        cell = loss(s.adjusted["mean"], s.adjusted["stderr"]) if done else s.error or DASH
+        rows.append([s.spec.name, s.status, f"{s.step}/{s.steps}", cell])
+    return markdown(["run", "status", "steps", loss_on], rows) + "\n"

@@ -83,7 +83,10 @@ def test_profile_and_layers_views(ckpt, capsys):
     assert rc == 0, err
     head = out.splitlines()[1]
     assert head.split()[-2:] == ["0", "2"] and "σ" in head  # one column per requested σ
-    _, at0, at2 = next(line for line in out.splitlines() if line.startswith("constrr")).split()
+    # every cell is "mean ± s.e." (interp.render.loss), the sequence count in the heading
+    assert "500 sequences each" in out.splitlines()[0]
+    _, at0, pm0, se0, at2, pm2, se2 = next(line for line in out.splitlines() if line.startswith("constrr")).split()
+    assert pm0 == pm2 == "±" and float(se0) > 0 and math.isfinite(float(se2))
     assert float(at0) > 0.01 and math.isfinite(float(at2))  # at σ = 0 the oracle is exact, ConstRR's λ > 0 is not
     rc, out, err = run(
         ["eval", ckpt, "--view", "layers", "--sigmas", "0:1:1", "--profile-seq", "500", "--n-seq", "1000", "--json"],

@@ -72,6 +72,32 @@ def test_probe_writes_schema_and_table(ckpt, tmp_path, capsys):
     assert "layer schedule (§5.3)" in stdout and "schedule: " in stdout and "label" in stdout
 
 
+def test_numbers_agree_with_interp_eval(ckpt, tmp_path, capsys):
+    """ConstRR's λ is interp.tuning's in the probe's JSON and table, as interp eval prints it; every loss the probe
+    prints carries its standard error and its sequences (the ablation's: seed + 1, not interp eval's)."""
+    from interp import tuning
+
+    out = tmp_path / "probe.json"
+    code, stdout, err = probe(
+        [ckpt, "--probe-seq", 300, "--ablation-seq", 800, "--eval-seed", 3, "--json", out], capsys
+    )
+    assert code == 0, err
+    (rec,) = json.loads(out.read_text())["models"]
+    lam = tuning.tuned("uniform:2")["constrr"]["lam"]
+    assert rec["const_ridge"]["lambda_constrr"] == lam and f"ConstRR λ {tuning.format_param(lam)} " in stdout
+    code, evaluated, err = run_cli(
+        capsys, "eval", "--noise", "uniform:2", "--eval-seq", "100", "--baselines", "constrr"
+    )
+    assert code == 0 and f"lam={tuning.format_param(lam)}" in evaluated, err
+    abl = rec["ablation"]
+    assert abl["n_seq"] == 800 and abl["seed"] == 4 and abl["base_stderr"] > 0 and abl["delta_all_stderr"] < 1e-9
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("DIAG ablation"))
+    assert "800 sequences of seed 4 (not interp eval's)" in line and line.count(" ± ") == 3
+    assert f"{abl['base']:.4g} ± " in line
+    sched = next(ln for ln in stdout.splitlines() if ln.startswith("Δ = "))
+    assert "base " in sched and " ± " in sched and "(800 seq.)" in sched
+
+
 def test_probe_noise_override_and_two_checkpoints(ckpt, tmp_path, capsys):
     out = tmp_path / "p.json"
     code, _, _ = probe(

@@ -254,6 +254,29 @@ def test_summary_rows_match_records_and_paper(report):
     assert f"{models[0]['mean']:.4g}" in html
 
 
+def test_quick_is_a_preview_with_no_ratio_its_noise_cannot_support(report):
+    """--quick (Settings.quick): the summary says it is a preview, every loss carries ± its standard error and its
+    sequence count, and a ratio to the paper is shown only where interp.evaluate.precise supports it."""
+    from interp.evaluate import precise
+    from interp.render import loss
+    from interp.report import summary_rows, summary_text
+
+    _, data, html = report
+    assert data.settings.preview
+    text = summary_text(data)
+    assert text.startswith("preview (--quick): 1 000 sequences per loss") and "preview (--quick)" in html
+    rows = summary_rows(data)
+    lines = text.splitlines()
+    for r in rows:
+        line = next(ln for ln in lines if ln.startswith(r["name"] + " ") and r["noise"] in ln)
+        assert loss(r["mean"], r["stderr"], 1000) in line
+        assert r["precise"] == precise(r["mean"], r["stderr"])
+        if r["paper"] and not r["precise"]:
+            assert line.rstrip().endswith("○") and f"{r['ratio']:.2f}" not in line.split("(1 000 seq.)")[1]
+    if any(r["paper"] and not r["precise"] for r in rows):
+        assert "○: standard error above 10% of the value" in text
+
+
 def test_heatmaps_share_one_symmetric_scale_per_model(report):
     from interp.report import figures
 
@@ -352,6 +375,43 @@ def test_cli_report(tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
         main(["report", str(tmp_path / "missing")])
     assert err.value.code == 2
+
+
+def test_a_sweep_root_and_its_glob(tmp_path, capsys):
+    """`interp report ROOT` and `interp report ROOT/*` (the shell's glob of a sweep root): the run directories under
+    it, its sweep.json, its evaluation cache and a stray text file skipped with a note, never read as checkpoints."""
+    from interp.cli import main
+    from interp.report.data import entries_of, model_paths
+    from tests.helpers import trained
+
+    root = tmp_path / "grid"
+    for name, param in (("diag1", "diag"), ("gdpp1", "gdpp")):
+        trained(root / name, param, NOISE, steps=20, batch=256)
+    (root / "sweep.json").write_text('{"runs": {}}\n')
+    (root / "table1_evals.json").write_text("{}\n")
+    (root / "notes.txt").write_text("trained on the laptop\n")
+    (root / "queued").mkdir()  # a run directory without a checkpoint yet
+    (root / "queued" / "config.json").write_text("{}")
+
+    notes: list[str] = []
+    assert model_paths([root], notes.append) == [root / "gdpp1", root / "diag1"]  # the zoo's order
+    assert notes == []
+    glob = sorted(root.iterdir())
+    assert model_paths(glob, notes.append) == [root / "diag1", root / "gdpp1"]  # as given
+    skipped = {Path(n.split(":")[0].removeprefix("skipping ")).name for n in notes}
+    assert skipped == {"notes.txt", "sweep.json", "table1_evals.json", "queued"}
+    assert model_paths([root, root / "diag1"]) == [root / "gdpp1", root / "diag1"]  # each model once
+    assert [e.label for e in entries_of(glob)] == ["diag1", "gdpp1"]
+    with pytest.raises(ValueError, match="no models to report on"):
+        entries_of([root / "sweep.json"])
+
+    out = tmp_path / "r.html"
+    assert main(["report", *map(str, glob), "-o", str(out), "--quick"]) == 0
+    printed, err = capsys.readouterr()
+    assert out.is_file() and "diag1" in printed and "gdpp1" in printed
+    assert "skipping" in err and "sweep.json: not a checkpoint file" in err
+    assert main(["report", str(root), "-o", str(out), "--quick"]) == 0
+    assert "gdpp1" in capsys.readouterr().out
 
 
 def test_several_runs_at_one_depth(report):

@@ -19,10 +19,11 @@ from plotly.subplots import make_subplots
 
 from interp.report.data import Entry, ReportData
 from interp.report.groups import Tag, best_runs, depth_groups, depth_menu, run_tag
-from interp.report.style import ARCH_NAME, BAND, BAND_STRONG, apply_theme, model_color, prior_dash, prior_symbol
+from interp.report.style import BAND, BAND_STRONG, apply_theme, arch_label, model_color, prior_dash, prior_symbol
+from interp.table import PAPER_ORDER
 from interp.tasks import as_prior
 
-RANK = {"gdpp": 10, "diag": 20, "full": 30}  # legend order: architectures, then baselines
+RANK = {a.name: 10 * (i + 1) for i, a in enumerate(PAPER_ORDER)}  # legend order: architectures, then baselines
 RUN_PALETTE = ["#D8453B", "#2F6DB5", "#3B9B4A", "#E08A1E", "#7B4FA0", "#17A2B8", "#8C564B", "#D45F9E"]
 SECTIONS = {"paper": "The paper's views", "probes": "What interp finds inside", "training": "Over training"}
 
@@ -148,14 +149,14 @@ def _fmt(v, spec=".4g") -> str:
 
 def _name(e: Entry, data: ReportData) -> str:
     """Legend name: architecture and depth, plus the run's label where several models share them."""
-    name = f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}"
+    name = f"{arch_label(e.arch)} L={e.n_layers}"
     if sum((x.arch, x.n_layers) == (e.arch, e.n_layers) for x in data.entries) > 1:
         name += f" · {e.label}"
     return name + ("" if e.complete else f" (step {e.step})")
 
 
 def _title(e: Entry) -> str:
-    return f"{ARCH_NAME.get(e.arch, e.arch)} L={e.n_layers}, {e.label}" + ("" if e.complete else f" (step {e.step})")
+    return f"{arch_label(e.arch)} L={e.n_layers}, {e.label}" + ("" if e.complete else f" (step {e.step})")
 
 
 def _color(e: Entry, data: ReportData) -> str:

@@ -26,13 +26,14 @@ from interp.report.figures.base import (
 )
 from interp.report.groups import Tag, best_runs, cell, depth_groups, depth_menu, profile_depths, run_tag
 from interp.report.style import (
-    ARCH_NAME,
     BASELINE_STYLE,
     FIXED_SIGMA_LABEL,
+    arch_label,
     model_color,
     plot_height,
     ramp,
 )
+from interp.table import PAPER_ORDER
 from interp.tasks import as_prior
 
 PAPER_DEPTHS = range(1, 8)  # Table 1 covers 1-7 layers
@@ -61,7 +62,7 @@ def loss_vs_layers(data: ReportData) -> go.Figure:
     fig = _subplots(len(priors), titles=[f"noise {p}" for p in priors], horizontal_spacing=0.08)
     shown = set()
     for c, prior in enumerate(priors, start=1):
-        for arch in ("gdpp", "diag", "full"):
+        for arch in (a.name for a in PAPER_ORDER):
             shown |= _model_markers(fig, data, prior, arch, c, shown)
             if data.baselines[prior].x_cov is None:  # Table 1 has x ~ N(0, I)
                 shown |= _paper_markers(fig, prior, arch, c, shown)
@@ -91,7 +92,7 @@ def _model_markers(fig, data: ReportData, prior: str, arch: str, col: int, shown
                 x=[e.n_layers for e in group],
                 y=[_pos(r.loss.mean) for r in rec],
                 mode="lines+markers" if kind == "best" else "markers",
-                name=ARCH_NAME[arch] if kind == "best" else f"{ARCH_NAME[arch]} (other runs)",
+                name=arch_label(arch) if kind == "best" else f"{arch_label(arch)} (other runs)",
                 legendgroup=arch,
                 showlegend=key not in shown | added,
                 legendrank=RANK[arch] + (0 if kind == "best" else 1),
@@ -127,14 +128,14 @@ def _paper_markers(fig, prior: str, arch: str, col: int, shown: set) -> set:
             x=[L for L, _ in paper],
             y=[_pos(v) for _, v in paper],
             mode="lines+markers",
-            name=f"{ARCH_NAME[arch]} (paper)",
+            name=f"{arch_label(arch)} (paper)",
             legendgroup=f"{arch}-paper",
             showlegend=f"{arch}p" not in shown,
             legendrank=RANK[arch] + 2,
             marker=dict(size=8, symbol="circle-open", color=colour),
             line=dict(color=colour, width=1, dash="dot"),
             opacity=0.75,
-            hovertemplate=f"{ARCH_NAME[arch]} (paper, Table 1)<br>L = %{{x}}<br>adjusted loss %{{y:.4g}}"
+            hovertemplate=f"{arch_label(arch)} (paper, Table 1)<br>L = %{{x}}<br>adjusted loss %{{y:.4g}}"
             "<extra></extra>",
         ),
         row=1,
@@ -231,7 +232,7 @@ def sigma_profiles(data: ReportData, prior: str) -> go.Figure:
                     x=r.sigmas,
                     y=[_pos(v) for v in mean],
                     mode="lines+markers" if main else "lines",
-                    name=ARCH_NAME.get(e.arch, e.arch) + ("" if main else " (other runs)"),
+                    name=arch_label(e.arch) + ("" if main else " (other runs)"),
                     legendgroup=e.arch if main else f"{e.arch}-other",
                     legendrank=RANK.get(e.arch, 40) + (0 if main else 1),
                     line=dict(color=_color(e, data), width=2.4 if main else 1.4),
@@ -289,7 +290,8 @@ def _sigma_title(panels: int) -> str:
 def _heatmap_order(data: ReportData) -> list[Entry]:
     """The deepest FULL model first, finished runs before running ones, {1,3} noise as in the paper's Figure 4."""
     return sorted(
-        data.entries, key=lambda e: (e.arch != "full", -e.n_layers, not e.complete, e.noise != "categorical:1,3")
+        data.entries,
+        key=lambda e: (e.parameterization.has_omegas, -e.n_layers, not e.complete, e.noise != "categorical:1,3"),
     )
 
 
@@ -437,7 +439,7 @@ def after_k_layers(data: ReportData) -> "go.Figure | Note":
         return Note("No model with two or more layers.")
     priors, depths, best = _priors_of(_deep(data)), sorted({e.n_layers for e in deep}), best_runs(data)
     archs = sorted({e.arch for e in deep}, key=lambda a: RANK.get(a, 40))
-    titles = [f"{ARCH_NAME.get(a, a)}" for _ in priors for a in archs]  # set per depth by the menu
+    titles = [f"{arch_label(a)}" for _ in priors for a in archs]  # set per depth by the menu
     fig = _subplots(
         len(archs),
         rows=len(priors),
@@ -453,7 +455,7 @@ def after_k_layers(data: ReportData) -> "go.Figure | Note":
             _in_distribution(fig, prior, r, c)
             for L in depths:
                 top = best.get((prior, arch, L))
-                names[(r - 1) * len(archs) + c - 1, L] = _title(top) if top else f"{ARCH_NAME[arch]} L={L}: no run"
+                names[(r - 1) * len(archs) + c - 1, L] = _title(top) if top else f"{arch_label(arch)} L={L}: no run"
                 for e in sorted((e for e in deep if cell(e) == (prior, arch, L)), key=lambda e: e is not top):
                     tag = run_tag(data, e, best)
                     tags += [tag] * L

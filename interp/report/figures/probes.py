@@ -354,7 +354,7 @@ def schedule(data: ReportData) -> "go.Figure | Note":
     ),
 )
 def full_fits(data: ReportData) -> "go.Figure | Note":
-    fulls = [e for e in data.entries if e.arch == "full"]
+    fulls = [e for e in data.entries if not e.parameterization.has_omegas]  # DIAG and GD++ are their ω's
     if not fulls:
         return Note("No FULL model in this report.", title="FULL-to-DIAG fit and the remainder")
     fig = _subplots(
