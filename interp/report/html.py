@@ -64,6 +64,19 @@ def _fmt(v, spec=".4g") -> str:
     return format(v, spec)
 
 
+def _against_paper(est, paper: float | None) -> dict:
+    """A summary row's loss fields: mean ± stderr on n_seq sequences, and its ratio to the paper where there is one."""
+    return dict(
+        mean=est.mean,
+        stderr=est.stderr,
+        n_seq=est.n_seq,
+        paper=paper,
+        ratio=est.mean / paper if paper else None,
+        ratio_se=est.stderr / paper if paper else None,
+        precise=precise(est.mean, est.stderr),
+    )
+
+
 def summary_rows(data: ReportData) -> list[dict]:
     """One row per model, then the baselines of each prior: adjusted loss next to the paper's Table 1."""
     rows = []
@@ -80,13 +93,7 @@ def summary_rows(data: ReportData) -> list[dict]:
                 step=e.step,
                 total=e.total_steps,
                 complete=e.complete,
-                mean=loss.mean,
-                stderr=loss.stderr,
-                n_seq=loss.n_seq,
-                paper=paper,
-                ratio=loss.mean / paper if paper else None,
-                ratio_se=loss.stderr / paper if paper else None,
-                precise=precise(loss.mean, loss.stderr),
+                **_against_paper(loss, paper),
             )
         )
     for prior, base in data.baselines.items():
@@ -103,13 +110,7 @@ def summary_rows(data: ReportData) -> list[dict]:
                         step=None,
                         total=None,
                         complete=True,
-                        mean=est.mean,
-                        stderr=est.stderr,
-                        n_seq=est.n_seq,
-                        paper=paper,
-                        ratio=est.mean / paper if paper else None,
-                        ratio_se=est.stderr / paper if paper else None,
-                        precise=precise(est.mean, est.stderr),
+                        **_against_paper(est, paper),
                     )
                 )
     return rows
