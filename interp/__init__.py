@@ -11,26 +11,7 @@ lives.
 
 from __future__ import annotations
 
-import _signal  # signal's C core: importing it runs no Python code a Ctrl-C could land in
-import os as _os
-import sys as _sys
-
-
-def _interrupted(signum, frame) -> None:
-    """The `interp` command's SIGINT while no KeyboardInterrupt may be raised (start-up, shutdown; interp.cli)."""
-    _os.write(2, b"interp: interrupted\n")
-    _os._exit(130)
-
-
-# Run as the console script `interp` (interp.cli:main), this package is the first of interp's code to run: from here
-# on a Ctrl-C exits 130 at once instead of a traceback in the middle of an import, until interp.cli.main hands it
-# back to the command it runs. Imported by any other program, or started with SIGINT ignored (nohup, `&` in a script),
-# SIGINT is left alone.
-_COMMAND = bool(_sys.argv) and _os.path.basename(_sys.argv[0]) in ("interp", "interp.exe", "interp-script.py")
-if _COMMAND and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
-    _signal.signal(_signal.SIGINT, _interrupted)
-
-import importlib  # noqa: E402
+import importlib
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up: the CLI imports this package first)
 

@@ -15,9 +15,14 @@ import _signal  # signal's C core: importing it runs no Python code an interrupt
 import os
 import sys
 
-from interp import _interrupted  # prints "interp: interrupted", exits 130
 
-# The console script (`interp`, whose sys.argv[0] ends in it; interp/__init__.py did this already) or `python -m
+def _interrupted(signum, frame) -> None:
+    """SIGINT before the command runs: one line, exit 130 (no Python code of an import in between to unwind)."""
+    os.write(2, b"interp: interrupted\n")
+    os._exit(130)
+
+
+# The console script (`interp`, whose sys.argv[0] ends in it; interp/__init__.py, lazy, ran just before) or `python -m
 # interp.cli` (argv[0] is "-m" while the package is imported): from here on an interrupt exits 130 at once, never a
 # traceback in the middle of an import; main() hands Ctrl-C back to the command as a KeyboardInterrupt once the command
 # runs. Imported by anything else (a test calling main()), or with SIGINT ignored, the process's SIGINT is left alone.
