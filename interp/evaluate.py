@@ -106,11 +106,16 @@ def precise(mean: float, stderr: float, rel: float = MAX_REL_STDERR) -> bool:
     return stderr <= rel * abs(mean) or (mean == 0 and stderr == 0)
 
 
+# An adjusted loss per sequence at or below this is a difference of rounding (float32 predictions of labels of size
+# ~3 err by ~1e-7, squared ~1e-14), never a blow-up: σ = 0 runs, where every predictor is exact, show it.
+ROUNDING_LEVEL = 1e-9
+
+
 def dominated(mean: float, worst: float | None, n_seq: int) -> bool:
     """True when one sequence carries the mean: the worst sequence's share worst / n_seq is more than half of |mean| (a
     blown-up prediction on an atypical context). What interp eval and interp table mark with ⚠. An estimate without a
     worst sequence (None, nan) is not dominated."""
-    if worst is None or not n_seq:
+    if worst is None or not n_seq or not worst > ROUNDING_LEVEL:  # a worst of rounding size carries nothing
         return False
     return worst / n_seq > 0.5 * abs(mean)
 

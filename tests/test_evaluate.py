@@ -73,6 +73,7 @@ def test_one_sequence_carries_the_mean_is_decided_once():
     """interp.evaluate.dominated: what interp eval, interp table and LossEstimate.dominated all mark with ⚠."""
     assert dominated(0.1, 60.0, 1000) and not dominated(0.1, 40.0, 1000)  # 60/1000 > 0.05, 40/1000 < 0.05
     assert not dominated(0.1, None, 1000) and not dominated(0.1, float("nan"), 1000) and not dominated(0.1, 1.0, 0)
+    assert not dominated(-5e-18, 4e-14, 1000)  # sigma = 0: every sequence at rounding level, nothing carries the mean
     diff = torch.tensor([0.0] * 99 + [100.0], dtype=torch.float64)
     est = LossEstimate.of(diff)
     assert est.dominated == dominated(est.mean, est.worst, est.n_seq) is True
