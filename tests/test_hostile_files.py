@@ -31,7 +31,6 @@ from interp.files import CheckpointError, read_regular_file
 from interp.limits import MAX_CHECKPOINT_BYTES
 from interp.model import LinearTransformer
 from interp.report.data import Settings, _read_cache, drift_records, make_entry
-from interp.report.data import _sha256 as report_sha256
 from interp.run import Run, checkpoint_sha256, load_with_digest, resolve_model
 from interp.sweep import SweepError, load_grid_file, read_summary
 from interp.sweep.planning import last_step
@@ -425,9 +424,9 @@ def test_a_diag_checkpoint_in_a_full_run_is_refused_everywhere(full_run_with_a_d
         (lambda: run.load(), last),
         (lambda: run.trajectory(), run.checkpoint_path(1)),
         (lambda: checkpoint_sha256(run.checkpoint_path(1)), run.checkpoint_path(1)),
-        (lambda: load_with_digest(last), last),  # interp table
+        (lambda: load_with_digest(last), last),  # interp table, the report's cache keys (report.data)
         (lambda: evalcache.run_loss(run.path, 100, compute=False), last),  # the sweep's end table
-        (lambda: report_sha256(run.checkpoint_path(1)), run.checkpoint_path(1)),  # the report's cache keys
+        (lambda: load_with_digest(run.checkpoint_path(1)), run.checkpoint_path(1)),  # the report's drift keys
     ):
         with pytest.raises(CheckpointError) as err:
             call()

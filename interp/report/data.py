@@ -33,7 +33,7 @@ from interp.files import CheckpointError, open_regular
 from interp.params import Parameterization, of
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
-from interp.run import Run, checkpoint_sha256, load_with_meta, resolve_model
+from interp.run import Run, load_with_digest, resolve_model
 from interp.table import PAPER_ORDER
 from interp.tasks import as_prior
 
@@ -243,10 +243,6 @@ def unique_labels(entries: list[Entry]) -> None:
 
 
 # ---------------------------------------------------------------------------- per-model record
-def _sha256(path: Path) -> str:
-    return checkpoint_sha256(path)  # bounded read of a regular file
-
-
 def _cache_path(entry: Entry) -> Path:
     return (entry.run_dir or entry.checkpoint.parent) / CACHE_FILE
 
@@ -290,7 +286,8 @@ class ModelRecord(Record):
 
 def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> ModelRecord:
     """Everything the report shows about one checkpoint; from the cache when it matches."""
-    digest = _sha256(entry.checkpoint)
+    # read once: the digest keys the cache, the model serves a miss (bounded, checked against its run's config)
+    model, _, digest = load_with_digest(entry.checkpoint)
     key = _cache_key(entry, settings, digest)
     cache = _cache_path(entry)
     if use_cache:
@@ -299,8 +296,7 @@ def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Mo
             rec = ModelRecord.from_json(hit)
             rec.cached = True
             return rec
-    t0 = time.perf_counter()
-    model, _ = load_with_meta(entry.checkpoint)  # evaluated in its own dtype, like `interp eval`; probes use float64
+    t0 = time.perf_counter()  # the model is evaluated in its own dtype, like `interp eval`; probes use float64
     s = settings
     on_prior = EvalSet(entry.noise, d=entry.d, n=entry.n, n_seq=s.n_seq, seed=s.seed, x_cov=entry.x_cov)
     sigmas = sigma_grid(entry.noise, s.sigma_step)
@@ -471,11 +467,12 @@ def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = Tr
         stored = _read_cache(cache).get("records", {}) if use_cache else {}
         recs = []
         for step, path in _thin(ckpts, settings.drift_points):
+            model, _, digest = load_with_digest(path)  # read once: the key's digest and, on a miss, the model
             blob = json.dumps(
                 {
                     "v": REPORT_VERSION,
                     "drift": True,
-                    "sha": _sha256(path),
+                    "sha": digest,
                     "noise": e.noise,
                     "n": e.n,
                     **({} if e.x_cov is None else {"x_cov": e.x_cov}),
@@ -494,7 +491,6 @@ def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = Tr
                     datasets[spec] = DriftData.default(
                         e.noise, e.d, e.n, eval_seq=settings.drift_seq, fit_seq=settings.drift_fit_seq, x_cov=e.x_cov
                     )
-                model, _ = load_with_meta(path)
                 rec = DriftPoint.of(drift_record(step, model, datasets[spec], per_layer_gap=False))
                 if use_cache:
                     _write_cache(cache, key, rec.to_json())
