@@ -174,23 +174,6 @@ COMMANDS = [
 DEBUG_HELP = "on an error, print its traceback too (for reporting a problem)"
 
 
-class _Listed(Exception):
-    """Raised by _Listing.add_parser: the rest of a command's add() is not needed."""
-
-
-class _Listing:
-    """A stand-in for the subparsers action handed to the add() of a command that is not being run: it records the
-    command's `add_parser(name, help=...)` and stops add() there, so `interp --help` lists every command without
-    building their options (train's and sweep's come from interp.config, which imports torch)."""
-
-    def __init__(self) -> None:
-        self.kwargs: dict = {}
-
-    def add_parser(self, name: str, **kwargs):
-        self.kwargs = {k: v for k, v in kwargs.items() if k in ("help", "description", "aliases")}
-        raise _Listed
-
-
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser of `interp`; given the command line, only the command it runs gets its options (the others are
     listed by name and help). Without `argv`, every command's parser is built."""
@@ -205,12 +188,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         if argv is None or name == running:
             module.add(sub)
             continue
-        listing = _Listing()
-        try:
-            module.add(listing)
-        except _Listed:
-            pass
-        sub.add_parser(name, **listing.kwargs)
+        sub.add_parser(name, help=module.HELP)  # listed, not built: train's options import torch (interp.config)
     for command in sub.choices.values():  # --debug after the command as well (`interp train ... --debug`)
         if not any("--debug" in a.option_strings for a in command._actions):
             command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)

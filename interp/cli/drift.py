@@ -8,11 +8,13 @@ import time
 
 from interp.cli import ArgError, check_output, existing_path, noise_spec, note_training, positive_int
 
+HELP = "distance to the DIAG structure along a run's checkpoint trajectory"  # listed by `interp --help`
+
 
 def add(sub) -> None:
     p = sub.add_parser(
         "drift",
-        help="distance to the DIAG structure along a run's checkpoint trajectory",
+        help=HELP,
         description=(
             "Reads every checkpoint of RUN_DIR and measures, per layer, the layer map's energy outside the DIAG "
             "subspace, the scalar-identity deviation of the x-blocks of P and Q, R² of the DIAG and equivariant fits "

@@ -24,10 +24,13 @@ BASELINES = ("ols", "constrr", "adarr", "tunedrr", "gd", "bayes")
 MAX_SIGMAS = 1_000
 
 
+HELP = "adjusted evaluation loss of models and baselines"  # listed by `interp --help`
+
+
 def add(sub) -> None:
     p = sub.add_parser(
         "eval",
-        help="adjusted evaluation loss of models and baselines",
+        help=HELP,
         description=(
             "Adjusted evaluation loss (½·MSE minus the oracle ridge's ½·MSE on the same sequences, "
             "README, Conventions: adjusted loss) of "

@@ -9,11 +9,13 @@ from interp.cli import MAX_SEQ, ArgError, check_output, existing_path, noise_spe
 from interp.cli.flags import alias
 from interp.limits import MAX_BATCH_ELEMENTS, MAX_N
 
+HELP = "read the implicit per-layer model and fit it to the paper's forms"  # listed by `interp --help`
+
 
 def add(sub) -> None:
     p = sub.add_parser(
         "probe",
-        help="read the implicit per-layer model and fit it to the paper's forms",
+        help=HELP,
         description=(
             "Reads, through the model's hooks, the implicit linear model of every layer (Theorem 4.1), compares it "
             "with OLS / ridge / GD, fits the layers to the paper's algebraic forms and writes one JSON file "

@@ -8,11 +8,13 @@ from pathlib import Path
 
 from interp.cli import ArgError, check_output, existing_path, noise_spec, note_training, positive_int
 
+HELP = "write an interactive HTML report (default: the shipped zoo)"  # listed by `interp --help`
+
 
 def add(sub) -> None:
     p = sub.add_parser(
         "report",
-        help="write an interactive HTML report (default: the shipped zoo)",
+        help=HELP,
         description=(
             "Evaluates and probes every model and writes one self-contained HTML file (opens offline): the paper's "
             "views (loss vs layers, per-σ profiles, P/Q heatmaps, prediction after K layers) and interp's probes "

@@ -9,11 +9,13 @@ from pathlib import Path
 from interp.cli import ArgError, existing_path, positive_float, positive_int
 from interp.cli.train import add_run_options
 
+HELP = "train a grid of runs (locally or on Ray), resumably"  # listed by `interp --help`
+
 
 def add(sub) -> None:
     p = sub.add_parser(
         "sweep",
-        help="train a grid of runs (locally or on Ray), resumably",
+        help=HELP,
         description=(
             "Train every combination of the listed settings (e.g. --arch full diag --layers 1 2 --seeds 0 1) into "
             "ROOT/NAME, NAME from the run's settings. Any `interp train` option takes a list; a --grid file adds "

@@ -7,11 +7,13 @@ from pathlib import Path
 from interp.cli import ArgError, check_output, noise_spec, positive_int
 from interp.cli.flags import alias
 
+HELP = "Table 1 from trained runs (e.g. an interp sweep root)"  # listed by `interp --help`
+
 
 def add(sub) -> None:
     p = sub.add_parser(
         "table",
-        help="Table 1 from trained runs (e.g. an interp sweep root)",
+        help=HELP,
         description=(
             "Discover the runs one level under each ROOT, evaluate the complete ones with the paper's setting "
             "(d=10, n=20, one head, x ~ N(0, I); cached by checkpoint content), take the best seed per cell and print "
@@ -20,7 +22,7 @@ def add(sub) -> None:
             "lacks a field the table reads, or whose final checkpoint disagrees with it, is skipped with a warning."
         ),
     )
-    from interp.params import ARCHS  # after add_parser: `interp --help` lists the command without building this
+    from interp.params import ARCHS  # here, not at the top: `interp --help` imports this module, not torch
 
     p.add_argument("roots", nargs="+", metavar="ROOT", help="directories holding run directories")
     p.add_argument("--arch", nargs="+", choices=list(ARCHS), help="subset of the grid (default all found)")

@@ -9,11 +9,13 @@ from pathlib import Path
 
 from interp.cli import ArgError, device, existing_path, noise_spec, positive_float, positive_int, x_cov_spec
 
+HELP = "train a linear transformer"  # listed by `interp --help`
+
 
 def add(sub) -> None:
     p = sub.add_parser(
         "train",
-        help="train a linear transformer",
+        help=HELP,
         allow_abbrev=False,
         description=(
             "Train a FULL, DIAG or GD++ linear transformer on noisy in-context linear regression; writes the config, "
