@@ -136,10 +136,16 @@ def model_tensors(model: LinearTransformer) -> dict[str, torch.Tensor]:
 
 
 def save_checkpoint(
-    path: str | Path, model: LinearTransformer, step: int, trained_on: TrainConfig | None = None, **extra: Any
+    path: str | Path,
+    model: LinearTransformer,
+    step: int,
+    trained_on: TrainConfig | None = None,
+    embed_config: bool = False,
+    **extra: Any,
 ) -> None:
     """Atomically save the model's weights, its config and the training step; with `trained_on`, also what the
-    model was trained on (noise prior, seed, n, input covariance), so that a copy outside its run still says so."""
+    model was trained on (noise prior, seed, n, input covariance), so that a copy outside its run still says so, and
+    with `embed_config` the whole training config (a standalone file that says how it was trained: `train_config`)."""
     if not isinstance(model, LinearTransformer):
         raise InvalidType(f"model must be an interp.LinearTransformer, got {type(model).__name__}")
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
@@ -147,6 +153,10 @@ def save_checkpoint(
     meta = {"model_config": model.cfg.to_dict(), "step": int(step)}
     if trained_on is not None:
         meta |= {"noise": trained_on.noise, "seed": trained_on.seed, "n": trained_on.n, "x_cov": trained_on.x_cov}
+        if embed_config:
+            meta["train_config"] = trained_on.to_dict()
+    elif embed_config:
+        raise InvalidArgument("embed_config needs the training config (trained_on)")
     save_tensors(path, model_tensors(model), meta | extra)
 
 
@@ -199,12 +209,28 @@ def _check_meta(path: Path, meta: dict[str, Any]) -> None:
         raise CheckpointError(
             f"{path}: training context length n in the metadata must be in [1, {MAX_N}], got {n!r:.60}"
         )
+    if "train_config" in meta:
+        meta["train_config"] = _embedded_config(path, meta)
     if meta.get("x_cov") is not None:
         d = meta["model_config"].get("d") if isinstance(meta["model_config"], dict) else None
         try:
             meta["x_cov"] = covariance("x_cov", meta["x_cov"], d if type(d) is int else None)
         except (TypeError, ValueError) as err:
             raise CheckpointError(f"{path}: bad input covariance in the metadata ({err})") from None
+
+
+def _embedded_config(path: Path, meta: dict[str, Any]) -> TrainConfig:
+    """The training config a standalone checkpoint embeds, validated, and agreeing with the file's own model config,
+    prior, seed and context length (CheckpointError naming the file otherwise)."""
+    try:
+        cfg = TrainConfig.from_dict(meta["train_config"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{path}: bad embedded training config ({err})") from None
+    mine = {"model_config": cfg.model.to_dict(), "noise": cfg.noise, "seed": cfg.seed, "n": cfg.n}
+    for key, value in mine.items():
+        if key in meta and meta[key] != value:
+            raise CheckpointError(f"{path}: the embedded training config's {key} {value!r:.60} is not the file's")
+    return cfg
 
 
 def load_file(file: str | Path) -> tuple[LinearTransformer, dict[str, Any]]:

@@ -241,6 +241,19 @@ class Run:
         ck.save_checkpoint(path, model, step, trained_on, **extra)
         return path
 
+    def export(self, dest: str | Path) -> Path:
+        """Write the run's last checkpoint as one standalone file that embeds the run's training config (what a zoo
+        ships: the final model and how it was trained, without the trajectory or the resume state)."""
+        ckpts = self.checkpoints()
+        if not ckpts:
+            raise CheckpointError(f"{self.path}: no checkpoints found under {self.CKPT_DIR}/")
+        cfg = self.config()
+        step, path = ckpts[-1]
+        model, _, _ = self.load_checkpoint(path, cfg)
+        dest = as_path(dest)
+        ck.save_checkpoint(dest, model, step, cfg, embed_config=True)
+        return dest
+
     def drop_checkpoints_after(self, step: int) -> None:
         """Remove trajectory files past `step` (written after the resume state a restart goes back to)."""
         for s, path in self.checkpoints():
@@ -457,7 +470,7 @@ class ResolvedModel:
     n: int | None  # the training context length (the run's config, or a loose checkpoint's metadata); None: unknown
     x_cov: Matrix | None  # the training input covariance Λ, x ~ N(0, Λ) (config or loose metadata); None: I
     run: Run | None  # the run the checkpoint belongs to; None for a loose checkpoint file
-    config: TrainConfig | None = None  # that run's validated config; None for a loose checkpoint file
+    config: TrainConfig | None = None  # the run's validated config, or the one a standalone file embeds (Run.export)
     sha256: str = ""  # of the checkpoint file's bytes the model was read from, once they passed every check
     covariance_recorded: bool = True  # False: a loose checkpoint whose metadata does not say what Λ it had
 
@@ -481,6 +494,8 @@ def resolve_model(path: str | Path) -> ResolvedModel:
     """
     path = as_path(path)
     checkpoint, run, cfg, model, meta, digest = _load(path)
+    if cfg is None and isinstance(meta.get("train_config"), TrainConfig):
+        cfg = meta["train_config"]  # a standalone file (Run.export) says how it was trained
     return ResolvedModel(
         path=path,
         checkpoint=checkpoint,

@@ -350,3 +350,32 @@ def test_a_loose_copy_of_a_checkpoint_keeps_what_it_was_trained_on_or_says_it_lo
     ck.save_checkpoint(old, model, 0, noise="uniform:2")  # as a trainer that recorded no covariance wrote it
     m = resolve_model(old)
     assert m.x_cov is None and m.n is None and "records no input covariance" in m.note and "\n" not in m.note
+
+
+def test_an_exported_run_is_one_file_that_says_how_it_was_trained(n40_run, tmp_path):
+    """Run.export: the zoo ships each model as one standalone file (the last checkpoint and the run's config), and
+    resolve_model reads that file as the run would be read, without the run directory."""
+    run, models = n40_run
+    out = run.export(tmp_path / "zoo" / "diag2.safetensors")
+    assert sorted(p.name for p in out.parent.iterdir()) == ["diag2.safetensors"]  # no trajectory, no resume state
+    m = resolve_model(out)
+    assert m.run is None and m.step == 10 and _same_model(m.model, models[10])
+    assert m.config == run.config() and (m.noise, m.n, m.x_cov) == ("uniform:2", 40, run.config().x_cov)
+    assert m.note is None
+
+
+def test_an_embedded_config_that_disagrees_with_its_file_is_refused(n40_run, tmp_path):
+    run, models = n40_run
+    out = run.export(tmp_path / "a.safetensors")
+    tensors, meta = ck.read_tensors(out)
+    bad = dict(meta, train_config=dict(run.config().to_dict(), noise="uniform:3"))
+    ck.save_tensors(tmp_path / "b.safetensors", tensors, bad)
+    with pytest.raises(CheckpointError, match="embedded training config's noise") as err:
+        resolve_model(tmp_path / "b.safetensors")
+    assert str(tmp_path / "b.safetensors") in str(err.value)
+    junk = dict(meta, train_config={"model": models[0].cfg.to_dict(), "not_an_option": 1})
+    ck.save_tensors(tmp_path / "c.safetensors", tensors, junk)
+    with pytest.raises(CheckpointError, match="bad embedded training config"):
+        resolve_model(tmp_path / "c.safetensors")
+    with pytest.raises(ck.InvalidArgument, match="embed_config"):
+        ck.save_checkpoint(tmp_path / "d.safetensors", models[0], 0, embed_config=True)
