@@ -12,6 +12,12 @@ labelled with the count. A cell reports the best of its seeds, as the paper does
 per-sequence loss. Every loss is printed with its standard error and its sequence count, and a cell is marked
 against the paper only where the standard error is within 10% of the value (interp.evaluate.precise).
 
+Above the table, the aims of the reproduction, counted from the data (`aims`): (a) cells within 10% of the paper or
+at or below it, (b) every 7-layer FULL cell at or below it, (c) best seeds carried by a blow-up (a worst sequence
+above 100·d). Below it, every cell of Vladymyrov et al. 2024, Table 1 in the selection, one row each in the paper's
+order (`every_cell`): the best seed beside the paper with the ratio, the complete seeds and the spread of their means,
+the best seed's median and worst sequence. A cell without a complete run is pending, and never counts as met.
+
 Evaluations go through interp.evalcache (keyed by the checkpoint's bytes, the sequences and the evaluation code), so
 a rerun, a copy of the runs elsewhere or a fresh clone with the committed cache only evaluates what is new.
 """
@@ -19,6 +25,7 @@ a rerun, a copy of the runs elsewhere or a fresh clone with the committed cache 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -32,8 +39,9 @@ from interp.evaluate import TABLE1_COLUMNS, dominated, evaluate, paper_table, pa
 from interp.files import CheckpointError, InvalidArgument, InvalidType, as_path, read_regular_file
 from interp.model import LinearTransformer
 from interp.params import DIAG, FULL, GDPP, Parameterization, of
-from interp.render import DASH, markdown
+from interp.render import DASH, markdown, number
 from interp.render import loss as loss_text
+from interp.render import ratio as ratio_text
 from interp.run import Run, load_with_digest
 from interp.tasks import as_prior
 from interp.tuning import TUNE_SEED, TUNE_SEQ, baselines, format_param, parameters, tuned
@@ -47,8 +55,25 @@ QUICK_SEQ = 10_000  # --quick: a preview
 # config.json fields the table reads (a cell, a seed, whether the run is complete and a Table 1 setting): required,
 # never defaulted. `init` and `x_cov` may be absent (configs written before those options: none, x ~ N(0, I)).
 REQUIRED = ("model.param", "model.n_layers", "model.d", "model.n_heads", "noise", "seed", "n", "steps")
+D = 10  # Table 1's input dimension: the only one tabulated
+BLOWUP = 100 * D  # a worst sequence above 100·d is a blow-up (aim (c)): the 1-layer models' worst is about 100
 
-__all__ = ["CACHE_FILE", "REQUIRED", "discover", "table1", "render", "render_floor", "best_of_seeds"]
+__all__ = [
+    "BLOWUP",
+    "CACHE_FILE",
+    "REQUIRED",
+    "aims",
+    "best_of_seeds",
+    "discover",
+    "every_cell",
+    "paper_cells",
+    "reaches",
+    "render",
+    "render_aims",
+    "render_every_cell",
+    "render_floor",
+    "table1",
+]
 
 
 def _log(text: str) -> None:
@@ -104,7 +129,7 @@ def discover(roots: list[Path], log: Callable[[str], None] = _log) -> list[dict]
                     "them from the config and fills in no default"
                 )
                 continue
-            if cfg.model.d != 10 or cfg.n != 20 or cfg.model.n_heads != 1 or cfg.init is not None:
+            if cfg.model.d != D or cfg.n != 20 or cfg.model.n_heads != 1 or cfg.init is not None:
                 continue  # not a Table 1 configuration
             if cfg.x_cov is not None:  # d = 10, n = 20 like a Table 1 run, so say why it is not in the table
                 log(f"skipping {run}: trained on x ~ N(0, {describe_covariance(cfg.x_cov)}); Table 1 has x ~ N(0, I)")
@@ -154,7 +179,7 @@ def _where(run: str) -> str:
 
 def model_set(noise: str, n_seq: int, eval_seed: int) -> EvalSet:
     """The sequences of a Table 1 column: its models' and its baselines'."""
-    return EvalSet(noise, d=10, n=20, n_seq=n_seq, seed=eval_seed)
+    return EvalSet(noise, d=D, n=20, n_seq=n_seq, seed=eval_seed)
 
 
 def evaluate_runs(
@@ -201,33 +226,270 @@ def evaluate_baselines(
     return out
 
 
+def _order(mean: float) -> float:
+    """A mean as a sort key: a non-finite one (nan, a blown-up inf) ranks last."""
+    return mean if math.isfinite(mean) else math.inf
+
+
 def best_of_seeds(runs: list[dict]) -> dict:
-    """{(arch, layers, prior): {"best": the run dict with the lowest mean, "seeds": [...]}}."""
+    """{(arch, layers, prior): {"best": the run dict with the lowest mean, "seeds": the complete seeds, sorted,
+    "runs": their run dicts by seed}} of the complete runs (a nan or inf mean ranks last)."""
     cells: dict = {}
     for r in runs:
         if r["complete"]:
             cells.setdefault((r["arch"], r["layers"], r["noise"]), []).append(r)
-    return {k: dict(best=min(v, key=lambda r: r["mean"]), seeds=sorted(r["seed"] for r in v)) for k, v in cells.items()}
+    return {
+        k: dict(
+            best=min(v, key=lambda r: _order(r["mean"])),
+            seeds=sorted(r["seed"] for r in v),
+            runs=sorted(v, key=lambda r: r["seed"]),
+        )
+        for k, v in cells.items()
+    }
 
 
 def _fmt(v: float) -> str:
-    """Three significant digits (the paper's precision for most cells), plain zeros."""
+    """Three significant digits (the paper's precision for most cells), plain zeros; exponent form below 1e-3 (the
+    paper's σ_max = 0 column, 1e-7 to 1e-12) and from 10 up (a blown-up mean or worst sequence)."""
     if v == 0:
         return "0"
-    return f"{v:.2e}" if abs(v) < 1e-3 else f"{v:.3g}" if abs(v) < 0.1 else f"{v:.3f}"
+    if abs(v) < 1e-3:
+        return f"{v:.2e}"
+    return f"{v:.3g}" if abs(v) < 0.1 or not abs(v) < 10 else f"{v:.3f}"
+
+
+def reaches(ours: float, paper: float, rel: float = 0.1) -> bool:
+    """Whether a model's loss reaches the paper's (Vladymyrov et al. 2024, Table 1): at or below it, or within
+    rel·paper of it (aim (a), and the grid's ✓). A nan loss reaches nothing."""
+    return ours <= paper or abs(ours - paper) <= rel * paper
+
+
+def blown_up(r: dict) -> bool:
+    """Whether a run's worst sequence exceeds BLOWUP (100·d): a blown-up prediction (aim (c)); a run without a worst
+    sequence (nan) is not."""
+    worst = r.get("worst")
+    return worst is not None and worst > BLOWUP
+
+
+def _median(values: list[float]) -> float:
+    """The median of values sorted by `_order` (the mean of the middle two for an even count)."""
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def seed_spread(runs: list[dict]) -> dict:
+    """{"best", "median", "worst"}: the best, median and worst mean of a cell's complete seeds."""
+    means = sorted((r["mean"] for r in runs), key=_order)
+    return dict(best=means[0], median=_median(means), worst=means[-1])
+
+
+def _key(arch: str, layers: int, noise: str) -> str:
+    """A cell's key in the JSON: "{arch}{L}|{prior}"."""
+    return f"{arch}{layers}|{noise}"
+
+
+def _label(arch: str, layers: int, noise: str) -> str:
+    """A cell in words, e.g. "FULL L=7 uniform:6"."""
+    return f"{of(arch).label} L={layers} {noise}"
+
+
+def paper_cells(archs: list[str] | None = None, layers: list[int] | None = None, priors: list[str] | None = None):
+    """[(arch, layers, prior)] of Vladymyrov et al. 2024, Table 1 (all 210 model cells, or those of the given
+    architectures, depths and priors)."""
+    models = paper_table()["models"]
+    return [
+        (a.name, int(L), p)
+        for a in PAPER_ORDER
+        if a.name in models and (not archs or a.name in archs)
+        for L, row in models[a.name].items()
+        if not layers or int(L) in layers
+        for p in row
+        if not priors or p in priors
+    ]
+
+
+def _paper_order(cell: tuple) -> tuple:
+    """Sort key of a cell in the paper's order: prior (Table 1's columns, then others), depth, architecture."""
+    arch, L, p = cell
+    names = [a.name for a in PAPER_ORDER]
+    col = TABLE1_COLUMNS.index(p) if p in TABLE1_COLUMNS else len(TABLE1_COLUMNS)
+    return (col, p, L, names.index(arch) if arch in names else len(names), arch)
+
+
+def every_cell(cells: dict, runs: list[dict], universe: list[tuple]) -> list[dict]:
+    """One row per cell, in the paper's order: the cells of `universe` (the paper's, whether run or not) and every
+    cell with a run. A row has the cell (arch, layers, noise, key), the paper's value, the seeds still training and,
+    unless pending (no complete run), the best seed's run, seed, mean, stderr, n_seq, median, worst, ratio to the
+    paper (None without a paper value), whether it blew up, and the spread of the complete seeds."""
+    training: dict = {}
+    for r in runs:
+        if not r["complete"]:
+            training.setdefault((r["arch"], r["layers"], r["noise"]), []).append(r["seed"])
+    rows = []
+    for cell in sorted(set(universe) | set(cells) | set(training), key=_paper_order):
+        arch, L, p = cell
+        paper = paper_value(arch, p, L)
+        row = dict(key=_key(*cell), arch=arch, layers=L, noise=p, paper=paper, training=sorted(training.get(cell, [])))
+        c = cells.get(cell)
+        row["pending"] = c is None
+        row["n_complete"] = len(c["runs"]) if c else 0
+        if c:
+            b = c["best"]
+            row.update(
+                run=b["run"],
+                seed=b["seed"],
+                **{f: b[f] for f in ("mean", "stderr", "n_seq", "median", "worst")},
+                ratio=b["mean"] / paper if paper else None,
+                blowup=blown_up(b),
+                dominated=_dominated(b),
+                seed_means=[[r["seed"], r["mean"]] for r in c["runs"]],
+                spread=seed_spread(c["runs"]),
+            )
+        rows.append(row)
+    return rows
+
+
+def _entry(row: dict) -> dict:
+    """A cell in an aim's list: its key and words, and (when run) its mean and ratio to the paper."""
+    out = dict(key=row["key"], cell=_label(row["arch"], row["layers"], row["noise"]))
+    if not row["pending"]:
+        out.update(mean=row["mean"], ratio=row["ratio"], worst=row["worst"])
+    return out
+
+
+def aims(rows: list[dict]) -> dict:
+    """The three aims of reproducing Vladymyrov et al. 2024, Table 1, from `every_cell`'s rows with a paper value:
+    (a) "within_10pct": cells that reach the paper (`reaches`: within 10% of it or at or below it); (b) "full7": every
+    7-layer FULL cell at or below the paper; (c) "blowups": best seeds whose worst sequence exceeds BLOWUP. Each has
+    its counts and its lists ("not_met", "pending", "cells"); a pending cell (no complete run) is never met."""
+    paper = [r for r in rows if r["paper"] is not None]
+    done = [r for r in paper if not r["pending"]]
+    full7 = [r for r in paper if r["arch"] == FULL.name and r["layers"] == 7]
+    full7_not = [r for r in full7 if not r["pending"] and not r["mean"] <= r["paper"]]
+    blown = [r for r in rows if not r["pending"] and r["blowup"]]
+    not_met = [r for r in done if not reaches(r["mean"], r["paper"])]
+    return dict(
+        within_10pct=dict(
+            n_cells=len(paper),
+            n_complete=len(done),
+            n_met=len(done) - len(not_met),
+            n_pending=len(paper) - len(done),
+            not_met=[_entry(r) for r in not_met],
+        ),
+        full7=dict(
+            n_cells=len(full7),
+            n_at_or_below=sum(not r["pending"] and r["mean"] <= r["paper"] for r in full7),
+            met=bool(full7) and not full7_not and all(not r["pending"] for r in full7),
+            not_met=[_entry(r) for r in full7_not],
+            pending=[_entry(r) for r in full7 if r["pending"]],
+        ),
+        blowups=dict(
+            level=BLOWUP, n_complete=sum(not r["pending"] for r in rows), n=len(blown), cells=[_entry(r) for r in blown]
+        ),
+    )
+
+
+def _listed(entries: list[dict], ratio: bool = True) -> str:
+    """Cells of an aim, comma separated, each with its ratio to the paper (`ratio`) or its worst sequence."""
+    if not entries:
+        return "none"
+
+    def one(e: dict) -> str:
+        if "mean" not in e:
+            return e["cell"]
+        value = number(e["ratio"], 3) + "×" if ratio else f"worst {number(e['worst'], 3)}"
+        return f"{e['cell']} ({value})"
+
+    return ", ".join(map(one, entries))
+
+
+def render_aims(aim: dict) -> str:
+    """The aims of the reproduction in markdown, every count and list computed from the data (`aims`)."""
+    a, b, c = aim["within_10pct"], aim["full7"], aim["blowups"]
+    if b["n_cells"] == 0:
+        full7 = "no 7-layer FULL cell in this selection."
+    else:
+        verdict = "met" if b["met"] else "not met"
+        full7 = (
+            f"**{verdict}**: {b['n_at_or_below']} of {b['n_cells']} at or below the paper; above it: "
+            f"{_listed(b['not_met'])}; pending: {_listed(b['pending'])}."
+        )
+    return (
+        "### Aims\n\n"
+        f"Over the {a['n_cells']} cells of Vladymyrov et al. 2024, Table 1 in this selection: {a['n_complete']} with a "
+        f"complete run, {a['n_pending']} pending (no complete run: never counted as met). Each judged by its best "
+        "seed's mean.\n\n"
+        f"- (a) within 10% of the paper or at or below it: **{a['n_met']} of {a['n_complete']}** complete cells "
+        f"({a['n_pending']} pending). Not (ours/paper): {_listed(a['not_met'])}.\n"
+        f"- (b) every 7-layer FULL cell at or below the paper: {full7}\n"
+        f"- (c) best seeds with a blow-up (worst sequence above 100·d = {number(c['level'])}): **{c['n']} of "
+        f"{c['n_complete']}**: {_listed(c['cells'], ratio=False)}.\n"
+    )
+
+
+def _seeds_text(row: dict) -> str:
+    """How many seeds are complete, and which are still training: "3 (+2 training)"."""
+    more = f" (+{len(row['training'])} training)" if row["training"] else ""
+    return f"{row['n_complete']}{more}"
+
+
+def render_every_cell(rows: list[dict]) -> str:
+    """The long table: one row per cell (`every_cell`), in the paper's order."""
+    header = [
+        "prior",
+        "L",
+        "Method",
+        "ours (best seed)",
+        "paper",
+        "ours/paper",
+        "seeds done",
+        "seed means: best / median / worst",
+        "best seed's sequences",
+        "flags",
+        "best run",
+    ]
+    lines = []
+    for r in rows:
+        paper = _fmt(r["paper"]) if r["paper"] is not None else DASH
+        start = [r["noise"], str(r["layers"]), of(r["arch"]).label]
+        if r["pending"]:
+            lines.append([*start, "pending", paper, DASH, _seeds_text(r), DASH, DASH, "", DASH])
+            continue
+        s = r["spread"]
+        flags = ["blow-up" if r["blowup"] else "", "⚠" if r["dominated"] else ""]
+        lines.append(
+            [
+                *start,
+                loss_text(r["mean"], r["stderr"], fmt=_fmt),
+                paper,
+                ratio_text(r["mean"], r["stderr"], r["paper"], precise(r["mean"], r["stderr"])),
+                _seeds_text(r),
+                " / ".join(_fmt(s[k]) for k in ("best", "median", "worst")),
+                f"median {number(r['median'], 3)}, worst {number(r['worst'], 3)}",
+                " ".join(f for f in flags if f),
+                f"{r['run']} (seed {r['seed']})",
+            ]
+        )
+    note = (
+        "ours: the best seed's mean ± standard error; ours/paper: ± its standard error, ○ where the standard error is "
+        f"above 10% of the value; seeds done: complete seeds (+ those still training); best seed's sequences: the "
+        f"median and the worst per-sequence loss of the best seed; blow-up: its worst sequence above 100·d = "
+        f"{number(BLOWUP)}; ⚠: one sequence carries more than half of its mean."
+    )
+    return "### Every cell\n\n" + markdown(header, lines) + f"\n\n{note}\n"
 
 
 def _cell(
     ours: float | None,
     paper: float | None,
     rel: float = 0.1,
-    atol: float = 1e-4,
+    atol: float = 0.0,
     below: bool = True,
     stderr: float | None = None,
 ) -> str:
     """ "ours ± s.e. (paper) ✓" when ours is within rel·paper (or atol) of the paper's value, or (`below`, the models'
-    rows) at or below it: Table 1's aim is to reach the paper's loss, and a lower one reaches it. With a standard error
-    above 10% of ours, "○" instead of a mark: the noise could flip it."""
+    rows) at or below it (`reaches`, aim (a)): Table 1's aim is to reach the paper's loss, and a lower one reaches it.
+    With a standard error above 10% of ours, "○" instead of a mark: the noise could flip it."""
     if ours is None:
         return "pending" if paper is not None else DASH
     text = loss_text(ours, stderr, fmt=_fmt)  # at the paper's precision; the count is in the table's heading
@@ -236,7 +498,7 @@ def _cell(
     if stderr is not None and not precise(ours, stderr):
         return f"{text} ({_fmt(paper)}) ○"
     close = abs(ours - paper) <= rel * paper or abs(ours - paper) <= atol
-    mark = "✓" if close or (below and ours <= paper) else "✗"
+    mark = "✓" if close or (below and reaches(ours, paper, rel)) else "✗"
     return f"{text} ({_fmt(paper)}) {mark}"
 
 
@@ -270,9 +532,11 @@ def render(
     baselines_only: bool = False,
     other: dict | None = None,
     other_seq: int | None = None,
+    every: list[dict] | None = None,
 ) -> str:
-    """The table: model rows (best of seeds), the baseline rows on the models' sequences, then (`other`) the baseline
-    rows on `other_seq` sequences, labelled so."""
+    """The aims (from `every`, the rows of `every_cell`; default: the cells run), the table (model rows, best of seeds;
+    the baseline rows on the models' sequences, then (`other`) the baseline rows on `other_seq` sequences, labelled
+    so), then the long table of every cell and the runs still training."""
     layers = sorted({k[1] for k in cells} | set(layers or []))
     archs = [a.name for a in PAPER_ORDER if any(k[0] == a.name for k in cells) or a.name in (archs or [])]
     rows = []
@@ -295,20 +559,18 @@ def render(
             table
             + f"\n\nCells: ours ± standard error (paper) ✓ within 5% or 0.003 of the paper, ✗ not; {noise_note}.\n"
         )
-    seeds = "\n".join(
-        f"- {of(a).label} L={L} {p}: seeds {c['seeds']}, best seed {c['best']['seed']} "
-        f"({loss_text(c['best']['mean'], c['best']['stderr'])} on {c['best']['n_seq']} sequences, "
-        f"median {c['best']['median']:.3g}, worst sequence {c['best']['worst']:.3g}; {c['best']['run']})"
-        for (a, L, p), c in sorted(cells.items())
-    )
+    every = every_cell(cells, runs, []) if every is None else every
     pending = "\n".join(f"- {r['run']} (step {r['step']})" for r in runs if not r["complete"]) or "- none"
     return (
-        table + "\n\nCells: ours ± standard error (paper) ✓ at or below the paper, or within 10% of it (baseline rows: "
+        render_aims(aims(every))
+        + "\n### Best of seeds beside the paper\n\n"
+        + table
+        + "\n\nCells: ours ± standard error (paper) ✓ at or below the paper, or within 10% of it (baseline rows: "
         f"within 5% or 0.003), ✗ not; {noise_note}; 'pending': no complete "
         "run yet; '–': no paper value or not run; ⚠: one sequence carries more than half of the mean (a "
-        "blown-up prediction of a deep model on an atypical context).\n\n### Seeds per cell\n\n"
-        + (seeds or "- none")
-        + "\n\n### Runs still training (not evaluated)\n\n"
+        "blown-up prediction of a deep model on an atypical context).\n\n"
+        + render_every_cell(every)
+        + "\n### Runs still training (not evaluated)\n\n"
         + pending
         + "\n"
     )
@@ -392,14 +654,18 @@ def table1(
     baselines_only: bool = False,
     log: Callable[[str], None] = _log,
     quick: bool = False,
+    command: str | None = None,
 ) -> tuple[str, dict]:
     """(markdown, data) of Table 1 from the runs under `roots`, restricted to the given subsets.
 
     `n_seq`: sequences per model and per baseline (default N_SEQ, QUICK_SEQ with `quick`, which marks the output as a
     preview). `baseline_seq`: also the baseline rows on that many sequences (seed `eval_seed`), labelled with the
     count. `cache`: the evaluation cache file (default ROOT/table1_evals.json of the first root; none for roots=[]).
-    `data` has every run ("runs"), the baselines per prior, their tuned parameters and the best-of-seeds cells keyed
-    "{arch}{L}|{prior}".
+    `command`: the command line that made it, shown under the title. The aims and the long table cover every cell of
+    Vladymyrov et al. 2024, Table 1 in the selection (`arch`, `layers`, `noise`), run or pending.
+    `data` has every run ("runs"), the baselines per prior, their tuned parameters, the best-of-seeds cells keyed
+    "{arch}{L}|{prior}" (each with its best run, seed, mean, stderr, median, worst, ratio to the paper, blow-up flag,
+    n_complete, seed_means [[seed, mean]] and spread of the seeds' means), the keys of the pending cells and the aims.
     """
     n_seq = n_seq or (QUICK_SEQ if quick else N_SEQ)
     if isinstance(roots, (str, bytes, os.PathLike)) or not isinstance(roots, (list, tuple)):
@@ -428,6 +694,9 @@ def table1(
         other = evaluate_baselines(priors, baseline_seq, eval_seed, store, log)
     params = baseline_parameters(priors)
     cells = best_of_seeds(runs)
+    universe = [] if baselines_only else paper_cells(arch, layers, noise)
+    every = every_cell(cells, runs, universe)
+    made = f"Made by `{command}`.\n\n" if command else ""
     preview = (
         f"**preview (--quick): {n_seq} sequences.** Noisy numbers for a first look, not a reproduction; a cell is "
         "marked against the paper only where its standard error is within 10% of its value.\n\n"
@@ -436,10 +705,10 @@ def table1(
     )
     extra = f"; the rows marked ({baseline_seq} seq.): the baselines on {baseline_seq} sequences" if other else ""
     text = (
-        f"## Table 1: adjusted evaluation loss, best of seeds\n\n{preview}"
+        f"## Table 1: adjusted evaluation loss, best of seeds\n\n{made}{preview}"
         f"{n_seq} sequences of evaluation seed {eval_seed} per model and per baseline: the baselines of a column "
         f"on its models' own sequences{extra}.\n\n"
-        + render(cells, base, runs, priors, layers, arch, baselines_only, other, baseline_seq)
+        + render(cells, base, runs, priors, layers, arch, baselines_only, other, baseline_seq, every)
         + "\n### Tuned baseline parameters\n\n"
         + render_parameters(params)
         + "\n### The Bayes floor beside the paper's best entries\n\n"
@@ -453,18 +722,21 @@ def table1(
         baselines=base,
         baseline_params=params,
         **({"baselines_other": {"n_seq": baseline_seq, "baselines": other}} if other else {}),
-        cells={
-            f"{a}{L}|{p}": dict(
-                best_seed=c["best"]["seed"],
-                mean=c["best"]["mean"],
-                stderr=c["best"]["stderr"],
-                n_seq=c["best"]["n_seq"],
-                median=c["best"]["median"],
-                worst=c["best"]["worst"],
-                seeds=c["seeds"],
-                paper=paper_value(a, p, L),
-            )
-            for (a, L, p), c in cells.items()
-        },
+        cells={r["key"]: _cell_data(r, cells) for r in every if not r["pending"]},
+        pending=[r["key"] for r in every if r["pending"]],
+        **({} if baselines_only else {"aims": aims(every)}),
     )
     return text, data
+
+
+def _cell_data(row: dict, cells: dict) -> dict:
+    """A complete cell in the JSON: the best seed's numbers and run, the paper's value, the ratio, and the seeds."""
+    fields = ("run", "mean", "stderr", "n_seq", "median", "worst", "paper", "ratio", "blowup", "n_complete")
+    return dict(
+        best_seed=row["seed"],
+        **{f: row[f] for f in fields},
+        seeds=cells[(row["arch"], row["layers"], row["noise"])]["seeds"],
+        seed_means=row["seed_means"],
+        spread=row["spread"],
+        training=row["training"],
+    )

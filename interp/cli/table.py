@@ -17,8 +17,11 @@ def add(sub) -> None:
         description=(
             "Discover the runs one level under each ROOT, evaluate the complete ones with the paper's setting "
             "(d=10, n=20, one head, x ~ N(0, I); cached by checkpoint content), take the best seed per cell and print "
-            "Table 1 with the paper's value, each best seed's median and worst sequence, the baseline rows and the "
-            "Bayes floor on the models' own sequences, and the baselines' tuned parameters. A run whose config.json "
+            "Table 1 with the paper's value, the baseline rows and the Bayes floor on the models' own sequences, then "
+            "every cell of the paper's table (run or pending) with its ratio to the paper, the spread of its seeds and "
+            "its best seed's median and worst sequence (a blow-up above 100·d flagged), under a summary of the aims "
+            "(cells within 10% of the paper or below it, 7-layer FULL at or below it, blow-ups), and the baselines' "
+            "tuned parameters. A run whose config.json "
             "lacks a field the table reads, or whose final checkpoint disagrees with it, is skipped with a warning."
         ),
     )
@@ -57,6 +60,15 @@ def add(sub) -> None:
     p.set_defaults(func=cmd_table)
 
 
+def command_line(args) -> str:
+    """The command as typed ("interp table ROOT --cache ..."), quoted for a shell; "interp table" plus the parsed
+    roots where the words typed are not known."""
+    import shlex
+
+    words = getattr(args, "argv", None) or ["table", *args.roots]
+    return "interp " + shlex.join(str(w) for w in words)
+
+
 def cmd_table(args) -> int:
     import torch
 
@@ -82,6 +94,7 @@ def cmd_table(args) -> int:
         args.cache,
         args.baselines_only,
         quick=args.quick,
+        command=command_line(args),
     )
     if args.out:
         write(args.out, text)
