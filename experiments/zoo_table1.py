@@ -1,10 +1,12 @@
-"""Ship the Table 1 grid's best seed of every cell as one standalone file: experiments/zoo/table1/<prior>/<arch><L>.safetensors.
+"""Ship the Table 1 grid's best seed of every cell as one standalone file: experiments/zoo/table1/<prior>/<arch><L>.
+
+The file name ends in .safetensors.
 
     OMP_NUM_THREADS=1 python experiments/zoo_table1.py                      # after `interp table ... --json`
 
 Reads the per-run evaluations `interp table` recorded (--table, its --json output: every complete run's adjusted loss
-on 100 000 sequences of evaluation seed 0), takes each (architecture, depth, prior) cell's lowest mean, as the paper
-reports the best of 5 seeds (Vladymyrov et al. 2024, Table 1), and writes that run's final checkpoint with its
+on 100 000 sequences of evaluation seed 0, and its best seed per (architecture, depth, prior) cell, as the paper
+reports the best of 5 seeds: Vladymyrov et al. 2024, Table 1), and writes that run's final checkpoint with its
 training config embedded (interp.run.Run.export: no trajectory, no resume state). Each file's adjusted loss goes into
 the zoo's evaluation cache (table1/evals.json; keyed by the file's bytes, so the report and `interp table` read it
 back without evaluating), and table1/README.md lists every cell with its seed, loss and the command that trains it.
@@ -31,44 +33,53 @@ HERE = Path(__file__).resolve().parent
 N_SEQ, EVAL_SEED = 100_000, 0  # the table's sequences: the cache entries the grid's evaluation already holds
 
 
-def best_runs(table: dict) -> dict[tuple[str, int, str], dict]:
-    """{(arch, L, prior): the complete run with the lowest mean} of `interp table --json`'s runs."""
-    best: dict = {}
-    for r in table["runs"]:
-        if not r.get("complete") or r.get("mean") is None:
-            continue
-        key = (r["arch"], r["layers"], r["noise"])
-        if key not in best or r["mean"] < best[key]["mean"]:
-            best[key] = r
-    return best
-
-
-def seeds_of(table: dict, key) -> list[int]:
-    return sorted(r["seed"] for r in table["runs"] if r.get("complete") and (r["arch"], r["layers"], r["noise"]) == key)
+def cells_of(table: dict) -> list[dict]:
+    """The table's best-of-seeds cells (`interp table --json`'s "cells", keyed "{arch}{L}|{prior}": the best seed's
+    run, the complete seeds), each with its architecture, depth and prior, in Table 1's order."""
+    archs = [a.name for a in PAPER_ORDER]
+    rows = []
+    for key, c in table["cells"].items():
+        arch_depth, noise = key.split("|", 1)
+        arch = arch_depth.rstrip("0123456789")
+        rows.append(dict(c, arch=arch, layers=int(arch_depth[len(arch) :]), noise=noise, seed=c["best_seed"]))
+    col = lambda r: TABLE1_COLUMNS.index(r["noise"]) if r["noise"] in TABLE1_COLUMNS else len(TABLE1_COLUMNS)  # noqa: E731
+    return sorted(rows, key=lambda r: (col(r), r["noise"], r["layers"], archs.index(r["arch"])))
 
 
 def target(out: Path, arch: str, L: int, noise: str) -> Path:
     return out / prior_slug(noise) / f"{arch}{L}.safetensors"
 
 
-def export(best: dict, out: Path, cache: EvalCache) -> list[dict]:
+def export(cells: list[dict], out: Path, cache: EvalCache) -> list[dict]:
     """Write every cell's file (when its content would differ) and its loss into the cache; one row per cell."""
     rows = []
-    for (arch, L, noise), r in sorted(best.items(), key=_order):
+    for c in cells:
+        arch, L, noise = c["arch"], c["layers"], c["noise"]
         dest = target(out, arch, L, noise)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        run = Run(_path(r["run"]))
+        run = Run(_path(c["run"]))
         fresh = not dest.exists() or resolve_model(dest).config != run.config() or not _same_weights(dest, run)
         if fresh:
             run.export(dest)
         est = run_loss(dest, N_SEQ, EVAL_SEED, cache)
-        cfg = run.config()
         rows.append(
-            dict(arch=arch, layers=L, noise=noise, file=dest, seed=r["seed"], run=r["run"], est=est, cfg=cfg,
-                 fresh=fresh, paper=paper_value(arch, noise, L))
+            dict(
+                arch=arch,
+                layers=L,
+                noise=noise,
+                file=dest,
+                seed=c["seed"],
+                seeds=len(c["seeds"]),
+                est=est,
+                cfg=run.config(),
+                paper=paper_value(arch, noise, L),
+            )
         )
-        print(f"{dest.relative_to(out)}: seed {r['seed']}, {loss_text(est.mean, est.stderr, est.n_seq)}"
-              + (" (written)" if fresh else ""), file=sys.stderr)
+        print(
+            f"{dest.relative_to(out)}: seed {c['seed']}, {loss_text(est.mean, est.stderr, est.n_seq)}"
+            + (" (written)" if fresh else ""),
+            file=sys.stderr,
+        )
     return rows
 
 
@@ -85,12 +96,6 @@ def _same_weights(dest: Path, run: Run) -> bool:
     )
 
 
-def _order(item) -> tuple:
-    (arch, L, noise), _ = item
-    col = TABLE1_COLUMNS.index(noise) if noise in TABLE1_COLUMNS else len(TABLE1_COLUMNS)
-    return (col, L, [a.name for a in PAPER_ORDER].index(arch))
-
-
 def command(cfg) -> str:
     """The `interp train` line that trains the cell's run (the preset resolves the rest from the prior)."""
     c = cfg.model
@@ -100,20 +105,24 @@ def command(cfg) -> str:
     )
 
 
-def readme(rows: list[dict], table: dict, out: Path) -> str:
+HEADER = """# Table 1 zoo: the best seed of every cell
+
+One standalone checkpoint per (prior, architecture, depth) of the Table 1 grid (`experiments/table1_grid.toml`):
+the seed with the lowest adjusted loss among those complete, as the paper reports the best of 5 seeds (Vladymyrov
+et al. 2024, Table 1). Each file holds the final weights and the whole training config (`interp.run.Run.export`);
+`interp eval FILE`, `interp probe FILE` and `interp report FILE` read it as they read a run. The trajectories of the
+drift study's runs stay in `experiments/table1_grid/`. `evals.json` is the evaluation cache of these files (100 000
+sequences of evaluation seed 0, keyed by each file's bytes).
+
+Written by `OMP_NUM_THREADS=1 python experiments/zoo_table1.py` from `experiments/results/table1_grid.json`
+(`interp table`'s --json output). The command column retrains a cell (the grid ran the same config through
+`interp sweep`; its `--checkpoints` only thins the trajectory).
+"""
+
+
+def readme(rows: list[dict], out: Path) -> str:
     lines = [
-        "# Table 1 zoo: the best seed of every cell",
-        "",
-        "One standalone checkpoint per (prior, architecture, depth) of the Table 1 grid (`experiments/table1_grid.toml`):",
-        "the seed with the lowest adjusted loss among those complete, as the paper reports the best of 5 seeds",
-        "(Vladymyrov et al. 2024, Table 1). Each file holds the final weights and the whole training config",
-        "(`interp.run.Run.export`); `interp eval FILE`, `interp probe FILE` and `interp report FILE` read it as they",
-        "read a run. The trajectories of the drift study's runs stay in `experiments/table1_grid/`. `evals.json` is",
-        "the evaluation cache of these files (100 000 sequences of evaluation seed 0, keyed by each file's bytes).",
-        "",
-        "Written by `OMP_NUM_THREADS=1 python experiments/zoo_table1.py` from `experiments/results/table1_grid.json`",
-        "(`interp table`'s --json output). The command column retrains a cell (the grid ran the same config through",
-        "`interp sweep`; its `--checkpoints` only thins the trajectory).",
+        *HEADER.splitlines(),
         "",
         "| file | arch | L | prior | seed (of) | adjusted loss | median / worst sequence | paper | ratio | command |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -121,10 +130,9 @@ def readme(rows: list[dict], table: dict, out: Path) -> str:
     for r in rows:
         est, paper = r["est"], r["paper"]
         ratio = "–" if not paper else f"{est.mean / paper:.2f}x"
-        seeds = seeds_of(table, (r["arch"], r["layers"], r["noise"]))
         lines.append(
             f"| `{r['file'].relative_to(out)}` | {of(r['arch']).label} | {r['layers']} | `{r['noise']}` | "
-            f"{r['seed']} ({len(seeds)}) | {loss_text(est.mean, est.stderr)} | {est.median:.3g} / {est.worst:.4g} | "
+            f"{r['seed']} ({r['seeds']}) | {loss_text(est.mean, est.stderr)} | {est.median:.3g} / {est.worst:.4g} | "
             f"{'–' if paper is None else f'{paper:g}'} | {ratio} | `{command(r['cfg'])}` |"
         )
     return "\n".join(lines) + "\n"
@@ -140,13 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as err:
         print(f"zoo_table1: --table {args.table}: {err}", file=sys.stderr)
         return 2
-    best = best_runs(table)
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = export(best, args.out, EvalCache(args.out / "evals.json"))
+    rows = export(cells_of(table), args.out, EvalCache(args.out / "evals.json"))
     shipped = {r["file"] for r in rows}
     for stale in sorted(set(args.out.rglob("*.safetensors")) - shipped):
         print(f"note: {stale} is no cell of the table; left alone", file=sys.stderr)
-    atomic_write_text(args.out / "README.md", readme(rows, table, args.out))
+    atomic_write_text(args.out / "README.md", readme(rows, args.out))
     print(f"{len(rows)} cells in {args.out}", file=sys.stderr)
     return 0
 
