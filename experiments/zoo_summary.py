@@ -104,9 +104,11 @@ def main() -> int:
             "`experiments/results/` read them), the best preset seed where it differs from those, and the 7-layer FULL "
             "seeds of the drift study. `drift/` holds the extra FULL seeds and DIAG-started runs of the drift study; "
             "`long/` the 7-layer FULL runs trained longer (`--steps`, `experiments/results/presets.md`); `failures/` "
-            "a blown-up run kept out of the default report. Runs of `seeds/` and `long/` and the FULL-5 and FULL-6 "
-            "models were trained by `interp sweep` (`experiments/results/table1_cpu.md`), with the same config as "
-            "the `interp train` command shown.",
+            "a blown-up run kept out of the default report. `table1/` holds one standalone file per Table 1 cell of "
+            "every prior of the grid (the best seed so far of `experiments/table1_grid/`, written by "
+            "`experiments/zoo_table1.py`, listed in its README). Runs of `seeds/` and `long/` and the FULL-5 and "
+            "FULL-6 models were trained by `interp sweep` (`experiments/results/table1_cpu.md`), with the same "
+            "config as the `interp train` command shown.",
             "",
             f"Adjusted loss: ½·MSE minus the oracle ridge's, {args.n_seq:,} sequences of the training prior, "
             f"evaluation seed {args.seed}, ± one standard error; paper: Table 1 (best of 5 seeds, 200 000 steps). "
