@@ -168,6 +168,7 @@ COMMANDS = [
     "probe",
     "drift",
     "report",
+    "export",
 ]  # each: interp/cli/{name}.py with add(subparsers)
 
 
