@@ -20,7 +20,14 @@ def add(sub) -> None:
             "views (loss vs layers, per-σ profiles, P/Q heatmaps, prediction after K layers) and interp's probes "
             "(ω's, implicit w against solvers, momentum, implied λ, rescaling and step, FULL-to-DIAG fits, training "
             "and drift curves). "
-            "Results are cached per checkpoint in <run>/report_cache.json, the baselines of each prior with them."
+            "Without arguments it reads every run of experiments/zoo (probed) and the Table 1 zoo, "
+            "experiments/zoo/table1: one standalone checkpoint per (prior, architecture, depth), read as a light "
+            "entry, only its loss (from the directory's evals.json) and, at 7 layers, its per-σ profile, for the "
+            "paper's views over all ten priors of Table 1 (loss vs layers, Table 1 against the paper, the 7-layer "
+            "per-σ profiles). Any directory of standalone checkpoint files given (in it or one folder down, no run "
+            "directories) is read the same way; to probe such files fully, pass the files themselves. "
+            "Results are cached per checkpoint in <run>/report_cache.json (a standalone file's in its directory's), "
+            "the baselines of each prior with them."
         ),
     )
     p.add_argument(
@@ -28,7 +35,8 @@ def add(sub) -> None:
         nargs="*",
         type=existing_path,
         metavar="CKPT|RUN_DIR",
-        help="checkpoint files or run directories (default: every run in experiments/zoo)",
+        help="checkpoint files, run directories, directories of runs, or directories of standalone checkpoints (light "
+        "entries) (default: every run in experiments/zoo and the Table 1 zoo experiments/zoo/table1)",
     )
     p.add_argument(
         "-o", "--out", default="figures/report.html", help="HTML file to write (default figures/report.html)"
@@ -43,7 +51,7 @@ def add(sub) -> None:
 def cmd_report(args) -> int:
     import torch
 
-    from interp.report import Settings, default_zoo, summary_text, write_report, zoo_runs
+    from interp.report import Settings, default_models, default_zoo, summary_text, write_report
 
     torch.set_num_threads(args.threads)
     paths = list(args.models)
@@ -51,9 +59,9 @@ def cmd_report(args) -> int:
         zoo = default_zoo()
         if zoo is None:
             raise ArgError("no models given and no experiments/zoo found; pass checkpoints or run directories")
-        paths = zoo_runs(zoo)
+        paths = default_models(zoo)
         if not paths:
-            raise ArgError(f"{zoo}: holds no run directories with checkpoints")
+            raise ArgError(f"{zoo}: holds no run directories with checkpoints and no table1 directory")
     out = Path(args.out)
     if not out.is_dir() and not out.parent.exists():
         try:
@@ -64,7 +72,7 @@ def cmd_report(args) -> int:
     note_training(paths, "interp report")
     t0 = time.perf_counter()
     log = lambda msg: print(f"  {msg}", file=sys.stderr)  # noqa: E731
-    print(f"interp report: {len(paths)} model(s)", file=sys.stderr)
+    print(f"interp report: {len(paths)} path(s)", file=sys.stderr)
     path, data = write_report(
         paths,
         out,

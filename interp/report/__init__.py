@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from interp.report.data import ReportData, Settings, default_zoo, gather, zoo_runs
+from interp.report.data import ReportData, Settings, default_models, default_zoo, gather, zoo_runs
 from interp.report.html import render, summary_rows, summary_text
 
 
@@ -31,6 +31,7 @@ def write_report(
 __all__ = [
     "ReportData",
     "Settings",
+    "default_models",
     "default_zoo",
     "gather",
     "render",

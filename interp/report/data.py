@@ -5,6 +5,12 @@ interp.evalcache (the checkpoint file's SHA-256, its sequences, the evaluation c
 REPORT_VERSION, so a second report over the same models, or over a copy of them, only re-reads small JSON files.
 The baselines are computed once per noise prior and cached in the same files of that prior's models, keyed by
 what determines them (`_baseline_key`).
+
+A directory of standalone checkpoint files (the Table 1 zoo, experiments/zoo/table1/<prior>/<arch><L>.safetensors,
+each embedding its training config) gives light entries: their adjusted loss (from the directory's evals.json when it
+holds the report's sequences, as `interp table` stored it) and, for 7 layers, the per-σ profile after the last layer
+(`light_record`), cached like the other records; they are never probed. With them the report covers every prior of
+Table 1, and the baselines of a prior without any model are cached in the directory's own report_cache.json.
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from interp.config import Matrix, describe_covariance
-from interp.evalcache import EvalCache, cache_key
+from interp.evalcache import EvalCache, cache_key, cached_loss
 from interp.evalset import EvalSet
 from interp.evaluate import (
+    TABLE1_COLUMNS,
     LossEstimate,
+    adjusted_loss,
     evaluate,
     paper_value,
     per_layer_loss,
@@ -33,15 +41,18 @@ from interp.files import CheckpointError, open_regular
 from interp.params import Parameterization, of
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
-from interp.run import Run, load_with_digest, resolve_model
+from interp.run import ResolvedModel, Run, load_with_digest, resolve_model
 from interp.table import PAPER_ORDER
-from interp.tasks import as_prior
+from interp.tasks import as_prior, prior_slug
 
 # 2: probe sequences drawn by interp.evalset (the same for any chunk size); 3: layer schedule; 4: the probe's ConstRR λ
 # is interp.tuning's, and its DIAG ablation has standard errors
 REPORT_VERSION = 4
 CACHE_FILE = "report_cache.json"
 CACHE_KEEP = 96  # records kept per cache file (the oldest drop out)
+TABLE1_ZOO = "table1"  # experiments/zoo/table1: the Table 1 zoo's standalone checkpoints, one folder per prior
+EVALS_FILE = "evals.json"  # a checkpoint directory's evaluation cache (interp.evalcache), as the Table 1 zoo ships it
+LIGHT_DEPTH = 7  # light entries of this depth get their per-σ profile (Vladymyrov et al. 2024, Figures 2 and 3)
 BASELINES = ("constrr", "adarr", "tunedrr", "bayes")  # the paper's ridge baselines and the Bayes floor
 
 
@@ -101,6 +112,7 @@ class Entry:
     n: int
     noise: str
     x_cov: Matrix | None = None  # the run's input covariance Λ, x ~ N(0, Λ) (None: I, or a loose checkpoint)
+    seed: int | None = None  # the training seed (None: not recorded)
 
     @property
     def complete(self) -> bool:
@@ -146,14 +158,18 @@ def zoo_runs(zoo: Path) -> list[Path]:
 
 def make_entry(path: str | Path, noise: str | None = None) -> Entry:
     """Resolve a run directory (its last checkpoint) or a checkpoint file; CheckpointError if unusable."""
-    path = Path(path)
-    m = resolve_model(path)
+    return entry_of(resolve_model(path), noise)
+
+
+def entry_of(m: ResolvedModel, noise: str | None = None, label: str | None = None) -> Entry:
+    """The Entry of a resolved model (`label`: its name in the report, by default the run's or the file's)."""
+    path = m.path
     # a directory without a config that holds checkpoints/ still keeps its cache and metrics beside them
     run = m.run.path if m.run is not None else path if path.is_dir() else None
     noise = noise or m.noise
     if noise is None:
         raise CheckpointError(f"{path}: records no training noise prior; pass --noise")
-    label = (
+    label = label or (
         run.name
         if run is not None and path.is_dir()
         else (f"{run.name}@{m.step}" if run is not None else m.checkpoint.stem)
@@ -173,6 +189,7 @@ def make_entry(path: str | Path, noise: str | None = None) -> Entry:
         20 if m.n is None else m.n,
         as_prior(noise).spec,
         m.x_cov,
+        None if m.config is None else m.config.seed,
     )
 
 
@@ -196,10 +213,11 @@ def is_checkpoint_file(path: Path) -> bool:
 
 
 def model_paths(paths: list[str | Path], log=None) -> list[Path]:
-    """The models among `paths`, in order, each once: a run directory or a directory holding checkpoints/ as it is, a
-    checkpoint file as it is (`is_checkpoint_file`), and a directory of run directories (a sweep root, the zoo) as its
-    runs with checkpoints (`zoo_runs`). Anything else is skipped, with a line to `log` saying why: another file (a sweep
-    root's sweep.json and table1_evals.json, when a shell glob hands them over), a run with no checkpoint yet, a
+    """The models to probe among `paths`, in order, each once: a run directory or a directory holding checkpoints/ as it
+    is, a checkpoint file as it is (`is_checkpoint_file`), and a directory of run directories (a sweep root, the zoo)
+    as its runs with checkpoints (`zoo_runs`). A directory of standalone checkpoint files (the Table 1 zoo) gives light
+    entries instead (`checkpoint_dirs`). Anything else is skipped, with a line to `log` saying why: another file (a
+    sweep root's sweep.json and table1_evals.json, when a shell glob hands them over), a run with no checkpoint yet, a
     directory holding no runs."""
     say = log or (lambda msg: None)
     out: dict[str, Path] = {}
@@ -212,8 +230,8 @@ def model_paths(paths: list[str | Path], log=None) -> list[Path]:
                 found = [path]
             else:
                 found = zoo_runs(path)
-                if not found:
-                    say(f"skipping {path}: neither a run directory nor a directory of runs with checkpoints")
+                if not found and not standalone_files(path):  # a directory of standalone files: light entries
+                    say(f"skipping {path}: neither a run directory nor a directory of runs or of checkpoint files")
         elif is_checkpoint_file(path):
             found = [path]
         else:
@@ -224,10 +242,46 @@ def model_paths(paths: list[str | Path], log=None) -> list[Path]:
     return list(out.values())
 
 
-def entries_of(paths: list[str | Path], noise: str | None = None, log=None) -> list[Entry]:
-    """One Entry per model among `paths` (`model_paths`); CheckpointError when there is none."""
+def standalone_files(directory: Path) -> list[Path]:
+    """The checkpoint files (*.safetensors) in `directory` and in its folders one level down, when it holds no run
+    (the Table 1 zoo's layout, <prior>/<arch><L>.safetensors): in the paper's order (Table 1's columns, then depth,
+    then architecture), others after them by name."""
+    if Run.is_run(directory) or (directory / Run.CKPT_DIR).is_dir() or zoo_runs(directory):
+        return []
+    files = [
+        p
+        for p in (*directory.glob(f"*{CHECKPOINT_SUFFIX}"), *directory.glob(f"*/*{CHECKPOINT_SUFFIX}"))
+        if p.is_file() and not Run.is_run(p.parent)
+    ]
+    return sorted(files, key=_paper_rank)
+
+
+def _paper_rank(path: Path) -> tuple:
+    """Sort key of a Table 1 zoo file: its prior's column (by folder name), its depth, its architecture."""
+    slugs = [prior_slug(c) for c in TABLE1_COLUMNS]
+    arch = next((i for i, a in enumerate(PAPER_ORDER) if path.stem.startswith(a.name)), len(PAPER_ORDER))
+    depth = path.stem[len(PAPER_ORDER[arch].name) :] if arch < len(PAPER_ORDER) else ""
+    col = slugs.index(path.parent.name) if path.parent.name in slugs else len(slugs)
+    return (col, path.parent.name, int(depth) if depth.isdigit() else 0, arch, path.name)
+
+
+def default_models(zoo: Path) -> list[Path]:
+    """What `interp report` reads without arguments: the zoo's runs (probed) and its Table 1 zoo (light entries)."""
+    table1 = zoo / TABLE1_ZOO
+    return [*zoo_runs(zoo), *([table1] if table1.is_dir() else [])]
+
+
+def checkpoint_dirs(paths: list[str | Path]) -> list[str]:
+    """The directories of standalone checkpoint files among `paths` (`standalone_files`): their files are light
+    entries."""
+    return list(dict.fromkeys(str(p) for p in map(Path, paths) if p.is_dir() and standalone_files(p)))
+
+
+def entries_of(paths: list[str | Path], noise: str | None = None, log=None, light: bool = False) -> list[Entry]:
+    """One Entry per model among `paths` (`model_paths`); CheckpointError when there is none, unless `light` (the
+    paths hold light entries)."""
     found = model_paths(paths, log)
-    if not found:
+    if not found and not light:
         given = ", ".join(map(str, paths[:3])) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
         raise CheckpointError(f"no models to report on among {given or 'nothing'}")
     return [make_entry(p, noise) for p in found]
@@ -247,12 +301,32 @@ def _cache_path(entry: Entry) -> Path:
     return (entry.run_dir or entry.checkpoint.parent) / CACHE_FILE
 
 
-def _cache_key(entry: Entry, settings: Settings, digest: str) -> str:
+def cache_files(entries: list[Entry]) -> list[Path]:
+    """The report cache files of `entries`, each once."""
+    return list(dict.fromkeys(_cache_path(e) for e in entries))
+
+
+def _on_prior(entry: Entry, settings: Settings) -> EvalSet:
+    """The sequences of an entry's adjusted loss: n_seq of seed `settings.seed` of its training prior, d, n and Λ."""
+    return EvalSet(entry.noise, d=entry.d, n=entry.n, n_seq=settings.n_seq, seed=settings.seed, x_cov=entry.x_cov)
+
+
+def _cache_key(entry: Entry, settings: Settings, digest: str, light: bool = False) -> str:
     """The evaluation cache's key (interp.evalcache.cache_key): the checkpoint's digest, the sequences of the record's
     loss on the prior, the evaluation code's version, and the rest of what the record measures (REPORT_VERSION and
-    the settings of the other measurements)."""
-    on_prior = EvalSet(entry.noise, d=entry.d, n=entry.n, n_seq=settings.n_seq, seed=settings.seed, x_cov=entry.x_cov)
-    return cache_key(digest, on_prior, kind="report", report_version=REPORT_VERSION, settings=settings.measured())
+    the settings of the other measurements; a light record's: its profile's)."""
+    measured = settings.measured()
+    if light:
+        return cache_key(
+            digest,
+            _on_prior(entry, settings),
+            kind="report-light",
+            report_version=REPORT_VERSION,
+            settings={k: measured[k] for k in ("profile_seq", "sigma_step")},
+        )
+    return cache_key(
+        digest, _on_prior(entry, settings), kind="report", report_version=REPORT_VERSION, settings=measured
+    )
 
 
 def _read_cache(path: Path) -> dict:
@@ -298,7 +372,7 @@ def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Mo
             return rec
     t0 = time.perf_counter()  # the model is evaluated in its own dtype, like `interp eval`; probes use float64
     s = settings
-    on_prior = EvalSet(entry.noise, d=entry.d, n=entry.n, n_seq=s.n_seq, seed=s.seed, x_cov=entry.x_cov)
+    on_prior = _on_prior(entry, s)
     sigmas = sigma_grid(entry.noise, s.sigma_step)
     curve = per_layer_loss(model, on_prior)
     grid = per_layer_profile(model, sigmas, on_prior.replace(n_seq=s.profile_seq))
@@ -321,6 +395,69 @@ def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Mo
         _write_cache(cache, key, record.to_json())
     record.cached = False
     return record
+
+
+# ---------------------------------------------------------------------------- light entries (the Table 1 zoo)
+@dataclass
+class LightRecord(Record):
+    """What the report shows of a light entry: its adjusted loss and, at LIGHT_DEPTH layers, its per-σ profile after
+    the last layer (the same sequences as a probed model's profile_mean[-1])."""
+
+    loss: LossEstimate  # on the training prior, the same sequences as a probed model's
+    sigmas: list | None = None
+    profile_mean: list | None = None  # [σ], after all layers
+    profile_stderr: list | None = None
+    cached: bool | None = None  # set on return: whether it came from the report cache
+
+
+def light_record(
+    m: ResolvedModel, entry: Entry, settings: Settings, evals: EvalCache | None = None, use_cache: bool = True
+) -> LightRecord:
+    """A light entry's record, from its report cache when it matches (keyed by the file's digest: a rewritten file
+    misses); else its loss from `evals` (the directory's evaluation cache, read only) when it holds these sequences,
+    evaluated otherwise, and at LIGHT_DEPTH layers its per-σ profile, computed and cached."""
+    key = _cache_key(entry, settings, m.sha256, light=True)
+    cache = _cache_path(entry)
+    if use_cache:
+        hit = _read_cache(cache).get("records", {}).get(key)
+        if hit is not None:
+            rec = LightRecord.from_json(hit)
+            rec.cached = True
+            return rec
+    on_prior = _on_prior(entry, settings)
+    loss = None if evals is None else cached_loss(m.sha256, on_prior, evals, None)[0]  # compute=None: never written
+    record = LightRecord(loss or adjusted_loss(m.model, on_prior))
+    if entry.n_layers == LIGHT_DEPTH:
+        sigmas = sigma_grid(entry.noise, settings.sigma_step)
+        prof = sigma_profile({"m": m.model}, sigmas, on_prior.replace(n_seq=settings.profile_seq))["m"]
+        record.sigmas = sigmas
+        record.profile_mean = [e.mean for e in prof]
+        record.profile_stderr = [e.stderr for e in prof]
+    record = LightRecord.from_json(record.to_json())  # as it reads back from the cache
+    if use_cache:
+        _write_cache(cache, key, record.to_json())
+    record.cached = False
+    return record
+
+
+def light_entries(dirs: list[str], settings: Settings, noise=None, use_cache=True, log=None) -> dict[str, tuple]:
+    """label -> (Entry, LightRecord) of every standalone checkpoint file of `dirs` (`standalone_files`), labelled by
+    its path from the directory's name (table1/uniform5/full7); a file that cannot be read (no prior recorded, a
+    broken file) is skipped with a line to `log`."""
+    say = log or (lambda msg: None)
+    out: dict[str, tuple] = {}
+    for root in map(Path, dirs):
+        evals = EvalCache(root / EVALS_FILE, strict=False, log=say) if (root / EVALS_FILE).is_file() else None
+        for file in standalone_files(root):
+            try:
+                m = resolve_model(file)  # read once: the entry, the digest of the cache key, the model of a miss
+                entry = entry_of(m, noise, label="/".join(file.relative_to(root.parent).with_suffix("").parts))
+            except CheckpointError as err:
+                say(f"skipping {file}: {err}")
+                continue
+            if entry.label not in out:
+                out[entry.label] = (entry, light_record(m, entry, settings, evals, use_cache))
+    return out
 
 
 # ---------------------------------------------------------------------------- baselines per prior
@@ -387,12 +524,12 @@ def _baseline_key(noise: str, settings: Settings, d: int, n: int, x_cov: Matrix 
 
 
 def cached_baseline_record(
-    noise: str, settings: Settings, d: int, n: int, x_cov: Matrix | None, entries: list[Entry], use_cache: bool = True
+    noise: str, settings: Settings, d: int, n: int, x_cov: Matrix | None, caches: list[Path], use_cache: bool = True
 ) -> tuple[BaselineRecord, bool]:
-    """(baseline_record, whether it came from the cache): read from the report cache of any of `entries` (the
-    prior's models) that holds it, else computed and written to all of theirs."""
+    """(baseline_record, whether it came from the cache): read from any of the report cache files `caches` (those of
+    the prior's models, `cache_files`) that holds it, else computed and written to all of them."""
     key = _baseline_key(noise, settings, d, n, x_cov)
-    paths = list(dict.fromkeys(_cache_path(e) for e in entries))
+    paths = list(dict.fromkeys(caches))
     if use_cache:
         for path in paths:
             hit = _read_cache(path).get("records", {}).get(key)
@@ -540,13 +677,57 @@ class DriftPoint(Record):
 # ---------------------------------------------------------------------------- everything
 @dataclass
 class ReportData:
-    entries: list[Entry]
+    entries: list[Entry]  # the probed models
     records: dict[str, ModelRecord]  # label -> model_record
     baselines: dict[str, BaselineRecord]  # prior spec -> baseline_record
     curves: dict[str, dict | None]  # label -> training_curve
     drift: DriftCurves
     settings: Settings
     timings: dict = field(default_factory=dict)
+    light: list[Entry] = field(default_factory=list)  # the Table 1 zoo's cells: loss and 7-layer profile only
+    light_records: dict[str, LightRecord] = field(default_factory=dict)  # label -> light_record
+    light_dirs: list[str] = field(default_factory=list)  # the directories of standalone checkpoints given
+
+    @property
+    def models(self) -> list[Entry]:
+        """Every model: the probed ones, then the light entries."""
+        return [*self.entries, *self.light]
+
+    def loss(self, e: Entry) -> LossEstimate:
+        """The adjusted loss on its training prior of a probed model or a light entry."""
+        return (self.records.get(e.label) or self.light_records[e.label]).loss
+
+    def last_profile(self, e: Entry) -> tuple[list, list, list] | None:
+        """(σ's, mean, stderr) of the adjusted loss after all layers at each fixed σ; None for a light entry without
+        one (fewer than LIGHT_DEPTH layers)."""
+        r = self.records.get(e.label)
+        if r is not None:
+            return r.sigmas, r.profile_mean[-1], r.profile_stderr[-1]
+        r = self.light_records[e.label]
+        return None if r.profile_mean is None else (r.sigmas, r.profile_mean, r.profile_stderr)
+
+
+TABLE1_TASK = (10, 20, None)  # Table 1's d, n and Λ (x ~ N(0, I)): the baselines of a prior without any model
+
+
+def _task_sizes(models: list[Entry], table1: bool) -> dict[str, tuple]:
+    """prior -> (d, n, x_cov) of its baselines (the figures draw one set of baselines per prior): every prior of the
+    models, and every column of Table 1 with a Table 1 zoo; CheckpointError where a prior's models differ."""
+    sizes = {}
+    for prior in dict.fromkeys(e.noise for e in models):
+        shapes = {(e.d, e.n, e.x_cov): e.label for e in models if e.noise == prior}
+        if len(shapes) > 1:
+            raise CheckpointError(
+                f"models on {prior} differ in task size or input covariance ("
+                + ", ".join(
+                    f"{lab}: d={d}, n={n}, x ~ N(0, {describe_covariance(c)})" for (d, n, c), lab in shapes.items()
+                )
+                + "); baselines are per prior, so report them separately"
+            )
+        sizes[prior] = next(iter(shapes))
+    if table1:
+        sizes |= {p: TABLE1_TASK for p in TABLE1_COLUMNS if p not in sizes}
+    return sizes
 
 
 def gather(
@@ -557,24 +738,22 @@ def gather(
     with_drift: bool = True,
     log=None,
 ) -> ReportData:
-    """Load, evaluate and probe every model (cached per checkpoint), plus baselines per prior."""
+    """Load, evaluate and probe every model (cached per checkpoint), the light entries of every directory of
+    standalone checkpoints among `paths` (their loss and 7-layer profile), plus baselines per prior."""
     settings = settings or Settings()
     say = log or (lambda msg: None)
-    entries = entries_of(paths, noise, say)
-    unique_labels(entries)
-    task_sizes = {}  # prior -> (d, n, x_cov) of its baselines; the figures draw one set of baselines per prior
-    for prior in dict.fromkeys(e.noise for e in entries):
-        shapes = {(e.d, e.n, e.x_cov): e.label for e in entries if e.noise == prior}
-        if len(shapes) > 1:
-            raise CheckpointError(
-                f"models on {prior} differ in task size or input covariance ("
-                + ", ".join(
-                    f"{lab}: d={d}, n={n}, x ~ N(0, {describe_covariance(c)})" for (d, n, c), lab in shapes.items()
-                )
-                + "); baselines are per prior, so report them separately"
-            )
-        task_sizes[prior] = next(iter(shapes))
-    timings: dict[str, float] = {}
+    dirs = checkpoint_dirs(paths)
+    entries = entries_of(paths, noise, say, light=bool(dirs))
+    t0 = time.perf_counter()
+    light = light_entries(dirs, settings, noise, use_cache, say)
+    timings: dict[str, float] = {"light": time.perf_counter() - t0}
+    if dirs:
+        fresh = sum(not r.cached for _, r in light.values())
+        say(
+            f"{len(light)} light entries: {timings['light']:.1f} s" + (f" ({fresh} computed)" if fresh else " (cached)")
+        )
+    unique_labels([*entries, *(e for e, _ in light.values())])
+    task_sizes = _task_sizes([*entries, *(e for e, _ in light.values())], bool(dirs))
     records = {}
     for e in entries:
         t0 = time.perf_counter()
@@ -584,8 +763,9 @@ def gather(
     t0 = time.perf_counter()
     base, hits = {}, 0
     for prior, (d, n, x_cov) in task_sizes.items():
-        mine = [e for e in entries if e.noise == prior]
-        base[prior], hit = cached_baseline_record(prior, settings, d, n, x_cov, mine, use_cache)
+        mine = [e for e in [*entries, *(e for e, _ in light.values())] if e.noise == prior]
+        caches = cache_files(mine) or [Path(p) / CACHE_FILE for p in dirs]  # a prior of no model: the zoo's own
+        base[prior], hit = cached_baseline_record(prior, settings, d, n, x_cov, caches, use_cache)
         hits += hit
     timings["baselines"] = time.perf_counter() - t0
     say(f"baselines: {timings['baselines']:.1f} s" + (" (cached)" if hits == len(base) else ""))
@@ -596,4 +776,15 @@ def gather(
     )
     timings["drift"] = time.perf_counter() - t0
     say(f"drift: {timings['drift']:.1f} s")
-    return ReportData(entries, records, base, curves, drift, settings, timings)
+    return ReportData(
+        entries,
+        records,
+        base,
+        curves,
+        drift,
+        settings,
+        timings,
+        [e for e, _ in light.values()],
+        {e.label: r for e, r in light.values()},
+        dirs,
+    )

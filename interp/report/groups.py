@@ -27,18 +27,28 @@ def cell(e: Entry) -> Cell:
 
 
 def _loss(data: ReportData, e: Entry) -> float:
-    mean = data.records[e.label].loss.mean
+    mean = data.loss(e).mean
     return math.inf if mean is None or math.isnan(mean) else mean
 
 
-def best_runs(data: ReportData) -> dict[Cell, Entry]:
-    """The run with the lowest adjusted loss in each (prior, architecture, depth) cell, as the paper reports the
-    best of 5 seeds; a tie goes to the run given first, a run without a finite loss wins only an empty cell."""
+def _best(data: ReportData, models: list[Entry]) -> dict[Cell, Entry]:
     best: dict[Cell, Entry] = {}
-    for e in data.entries:
+    for e in models:
         if cell(e) not in best or _loss(data, e) < _loss(data, best[cell(e)]):
             best[cell(e)] = e
     return best
+
+
+def best_runs(data: ReportData) -> dict[Cell, Entry]:
+    """The probed run with the lowest adjusted loss in each (prior, architecture, depth) cell, as the paper reports
+    the best of 5 seeds; a tie goes to the run given first, a run without a finite loss wins only an empty cell."""
+    return _best(data, data.entries)
+
+
+def best_models(data: ReportData) -> dict[Cell, Entry]:
+    """The same over the probed runs and the light entries (the Table 1 zoo) together: the better of the two per
+    cell, a tie to the probed run."""
+    return _best(data, data.models)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import math
-from pathlib import Path
 
 import plotly
 import plotly.io as pio
@@ -17,6 +16,7 @@ from interp.render import count, fixed, loss, ratio, table
 from interp.report import figures
 from interp.report.data import BASELINES, ReportData
 from interp.report.figures import Panel
+from interp.report.figures.base import _short
 from interp.report.style import ARCH_COLOR, BASELINE_STYLE, FONT, arch_label
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -165,6 +165,11 @@ def summary_text(data: ReportData) -> str:
     lines.append(table(head, body, left=3))
     if any(not r["complete"] for r in rows):
         lines.append("* still training: the last checkpoint so far")
+    if data.light:
+        lines.append(
+            f"and {len(data.light)} cells of the Table 1 zoo ({', '.join(map(_short, data.light_dirs))}): their loss "
+            "and 7-layer profile, against the paper in the report's Table 1 view"
+        )
     if any(r["paper"] and not r["precise"] for r in rows):
         lines.append(NOISY_NOTE + (" (rerun without --quick)" if s.preview else ""))
     return "\n".join(lines)
@@ -236,14 +241,6 @@ def sections(data: ReportData, only=None) -> list[tuple[str, str, list[Panel]]]:
     return figures.sections(data, only)
 
 
-def _short(path: str) -> str:
-    """A model path relative to the working directory when it lies below it."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return path
-
-
 def render(data: ReportData, title: str = "interp report", only=None) -> str:
     """The whole report as one HTML string (no network needed to open it); `only`: the names of the view functions
     to draw (default: all)."""
@@ -263,7 +260,13 @@ def render(data: ReportData, title: str = "interp report", only=None) -> str:
         body.append("</section>")
     s = data.settings
     now = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-    priors = ", ".join(dict.fromkeys(e.noise for e in data.entries))
+    priors = ", ".join(dict.fromkeys(e.noise for e in data.models))
+    light = (
+        f" and {len(data.light)} cells of the Table 1 zoo (their loss and 7-layer per-σ profile, not probed)"
+        if data.light
+        else ""
+    )
+    sources = [_short(p) for p in (*(e.path for e in data.entries), *data.light_dirs)]
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -274,8 +277,8 @@ def render(data: ReportData, title: str = "interp report", only=None) -> str:
             f'<script type="text/javascript">{get_plotlyjs()}</script>',
             "</head><body>",
             f"<header><h1>{html.escape(title)}</h1>"
-            f"<p>{len(data.entries)} linear transformers trained on in-context linear regression "
-            f"({html.escape(priors)}), "
+            f"<p>{len(data.entries)} probed linear transformers{html.escape(light)} trained on in-context linear "
+            f"regression ({html.escape(priors)}), "
             "after Vladymyrov et al., <i>Linear Transformers are Versatile In-Context Learners</i> (NeurIPS 2024).</p>"
             f"<p>Generated {now} by <code>interp report</code>; {s.n_seq:,} sequences per loss, {s.profile_seq:,} "
             f"per σ, {s.probe_seq:,} probed. Hover any point for exact values; click legend entries to hide or isolate "
@@ -285,9 +288,7 @@ def render(data: ReportData, title: str = "interp report", only=None) -> str:
             "<div>",
             *body,
             "</div></main>",
-            f"<footer>plotly {plotly.__version__}; models: "
-            + html.escape(", ".join(_short(e.path) for e in data.entries))
-            + "</footer>",
+            f"<footer>plotly {plotly.__version__}; models: " + html.escape(", ".join(sources)) + "</footer>",
             "</body></html>",
         ]
     )

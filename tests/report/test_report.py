@@ -124,7 +124,9 @@ def test_views_are_registered_in_order():
     names = [v.draw.__name__ for v in REGISTRY]
     assert names == [
         "loss_vs_layers",
+        "table1",
         "sigma_profiles",
+        "last_layer_profiles",
         "heatmaps",
         "after_k_layers",
         "omegas",
@@ -197,7 +199,7 @@ def test_a_cached_report_computes_no_baseline(report, tmp_path, monkeypatch):
     from interp import tuning
     from interp.report import data as report_data
     from interp.report import write_report
-    from interp.report.data import Settings, _baseline_key, cached_baseline_record
+    from interp.report.data import Settings, _baseline_key, cache_files, cached_baseline_record
 
     _, data, _ = report
 
@@ -220,7 +222,7 @@ def test_a_cached_report_computes_no_baseline(report, tmp_path, monkeypatch):
     assert len({key, *(_baseline_key(p, Settings.quick(), d, n, c) for p, d, n, c in others)}) == 5
     mine = [e for e in data.entries if e.noise == NOISE]
     with pytest.raises(AssertionError, match="a baseline was computed"):  # other sequences: computed afresh
-        cached_baseline_record(NOISE, _other_settings()[0], 10, 20, None, mine)
+        cached_baseline_record(NOISE, _other_settings()[0], 10, 20, None, cache_files(mine))
 
 
 def _other_settings():

@@ -3,8 +3,9 @@
 `base` holds the registry (`@view`, REGISTRY, sections) and the helpers every view shares; the views register on
 import, in the order of the modules imported here, which is the order of the report's sections and panels:
 
-- `paper`: the paper's views (Vladymyrov et al. 2024, Figures 1–7): loss vs layers, per-σ profiles, Pˡ / Qˡ
-  heatmaps, prediction after K layers;
+- `paper`: the paper's views (Vladymyrov et al. 2024, Table 1 and Figures 1–7): loss vs layers, Table 1 against
+  ours, per-σ profiles (per prior, and of the 7-layer models on every prior), Pˡ / Qˡ heatmaps, prediction after K
+  layers;
 - `probes`: interp's own: ω per layer, implicit wˡ against solvers, momentum ‖uˡ‖, implied ridge λ, rescaling and
   effective step, the §5.3 layer schedule, FULL-to-DIAG fits;
 - `training`: training and drift curves.
@@ -13,7 +14,14 @@ import, in the order of the modules imported here, which is the order of the rep
 from __future__ import annotations
 
 from interp.report.figures.base import REGISTRY, SECTIONS, Note, Panel, View, sections, view
-from interp.report.figures.paper import after_k_layers, heatmaps, loss_vs_layers, sigma_profiles
+from interp.report.figures.paper import (
+    after_k_layers,
+    heatmaps,
+    last_layer_profiles,
+    loss_vs_layers,
+    sigma_profiles,
+    table1,
+)
 from interp.report.figures.probes import (
     SCHEDULE_CODE,
     SCHEDULE_TEXT,
@@ -40,6 +48,7 @@ __all__ = [
     "full_fits",
     "heatmaps",
     "implied_lambda",
+    "last_layer_profiles",
     "loss_vs_layers",
     "momentum",
     "omegas",
@@ -48,6 +57,7 @@ __all__ = [
     "sections",
     "sigma_profiles",
     "solvers",
+    "table1",
     "training_curves",
     "view",
 ]

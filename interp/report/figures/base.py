@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import plotly.graph_objects as go
@@ -65,6 +66,10 @@ class View:
 
 
 REGISTRY: list[View] = []
+NO_PROBED = (
+    "No probed model in this report: a directory of standalone checkpoints (the Table 1 zoo) gives only each file's "
+    "loss and 7-layer profile. Pass run directories or the checkpoint files themselves to probe them."
+)
 
 Text = "str | Callable[..., str]"  # a fixed string, or one computed from the view's arguments
 
@@ -77,12 +82,14 @@ def view(
     section: str,
     after: Callable[..., None] | None = None,
     each: Callable[[ReportData], list] | None = None,
+    probed: bool = True,
 ):
     """Register a view in `section`: draw(data, *args) -> go.Figure | Note becomes (data, *args) -> Panel, drawn by
     the report once (or once per item of `each(data)`, passed as the one argument).
 
     id, title, caption and height are fixed or functions of (data, *args); `after(fig, data, *args)` adjusts the
-    layout once the theme is applied (what the theme would otherwise overwrite)."""
+    layout once the theme is applied (what the theme would otherwise overwrite). `probed`: the view draws the
+    probed models (data.entries), and shows NO_PROBED where the report has none (only light entries)."""
     if section not in SECTIONS:
         raise ValueError(f"unknown section {section!r} (known: {', '.join(SECTIONS)})")
 
@@ -92,7 +99,7 @@ def view(
     def wrap(draw):
         @functools.wraps(draw)
         def panel(data: ReportData, *args) -> Panel:
-            out = draw(data, *args)
+            out = Note(NO_PROBED) if probed and not data.entries else draw(data, *args)
             pid = value(id, data, *args)
             if isinstance(out, Note):
                 return Panel(pid, out.title or value(title, data, *args), "", note=out.text)
@@ -143,6 +150,14 @@ def _pos(v):
     return v if v is not None and v > 0 else None
 
 
+ROUNDING = 1e-14  # a baseline's adjusted loss below this is 0 at rounding level (uniform:0, σ = 0): not drawn
+
+
+def _level(v):
+    """A baseline's value on a log axis: none where it is 0 up to rounding (hover text keeps the exact number)."""
+    return v if v is not None and v > ROUNDING else None
+
+
 def _fmt(v, spec=".4g") -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
@@ -165,6 +180,14 @@ def _color(e: Entry, data: ReportData) -> str:
 
 def _priors(data: ReportData) -> list[str]:
     return list(dict.fromkeys(e.noise for e in data.entries))
+
+
+def _short(path: str) -> str:
+    """A model path relative to the working directory when it lies below it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path
 
 
 def _symbol(e: Entry, data: ReportData) -> str:

@@ -8,23 +8,35 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from interp.evaluate import paper_value
-from interp.report.data import BASELINES, Entry, ReportData
+from interp.evaluate import TABLE1_COLUMNS, paper_value, precise
+from interp.report.data import BASELINES, LIGHT_DEPTH, Entry, ReportData
 from interp.report.figures.base import (
     RANK,
     Note,
     _axes,
+    _clip_spikes,
     _color,
     _fmt,
     _in_distribution,
+    _level,
     _pos,
     _priors,
+    _short,
     _slug,
     _subplots,
     _title,
     view,
 )
-from interp.report.groups import Tag, best_runs, cell, depth_groups, depth_menu, profile_depths, run_tag
+from interp.report.groups import (
+    Tag,
+    best_models,
+    best_runs,
+    cell,
+    depth_groups,
+    depth_menu,
+    profile_depths,
+    run_tag,
+)
 from interp.report.style import (
     BASELINE_STYLE,
     FIXED_SIGMA_LABEL,
@@ -37,60 +49,108 @@ from interp.table import PAPER_ORDER
 from interp.tasks import as_prior
 
 PAPER_DEPTHS = range(1, 8)  # Table 1 covers 1-7 layers
+GRID_COLS = 5  # panels per row of a view with one panel per prior (Table 1's ten priors: two rows)
 
 
 def _depths(data: ReportData) -> list[int]:
     """Table 1's depths, extended to the deepest model in the report."""
-    return list(range(1, max([*PAPER_DEPTHS, *(e.n_layers for e in data.entries)]) + 1))
+    return list(range(1, max([*PAPER_DEPTHS, *(e.n_layers for e in data.models)]) + 1))
+
+
+def _columns(data: ReportData) -> list[str]:
+    """The priors of the views with one panel per prior: with a Table 1 zoo, Table 1's columns in the paper's order
+    (then any other prior of the models); else the priors of the models."""
+    ours = list(dict.fromkeys(e.noise for e in data.models))
+    if not data.light_dirs:
+        return ours
+    return [*TABLE1_COLUMNS, *(p for p in ours if p not in TABLE1_COLUMNS)]
+
+
+def _with_table1(data: ReportData) -> list:
+    """The views of the Table 1 zoo: drawn once (over Table 1's priors) when the report has one, else not at all."""
+    return [_columns(data)] if data.light_dirs else []
+
+
+def _grid(count: int) -> tuple[int, int]:
+    """(rows, columns) of one panel per prior: one row for up to three, else rows of GRID_COLS."""
+    cols = count if count <= 3 else GRID_COLS
+    return -(-count // cols), cols
+
+
+def _grid_height(data: ReportData, *args) -> int:
+    rows, _ = _grid(len(_columns(data)))
+    return 440 if rows == 1 else 110 + 290 * rows
+
+
+def _cells(priors: list[str]):
+    """(row, column, prior) of each panel of a prior grid."""
+    _, cols = _grid(len(priors))
+    return [(k // cols + 1, k % cols + 1, p) for k, p in enumerate(priors)]
+
+
+def _prior_grid(priors: list[str]) -> go.Figure:
+    rows, cols = _grid(len(priors))
+    return _subplots(
+        cols,
+        rows,
+        titles=[f"noise {p}" for p in priors],
+        horizontal_spacing=0.08 if rows == 1 else 0.045,
+        vertical_spacing=0.17,
+    )
 
 
 @view(
     "loss-vs-layers",
     "Adjusted loss vs number of layers",
-    height=440,
+    height=_grid_height,
     section="paper",
+    probed=False,
     caption=(
-        "Filled markers are the models in this report (the line joins the best run per depth, as the paper reports the "
-        "best of 5 seeds; faint markers are other runs), open markers the paper's Table 1 for 1–7 layers, horizontal "
-        "lines the ridge baselines and the Bayes floor measured on the same sequences. Look for GD++ flattening onto "
-        "ConstRR from 3 layers while DIAG and FULL keep falling toward TunedRR and the Bayes floor; a model far above "
-        "its open marker is under-trained."
+        "Vladymyrov et al. 2024, Figure 1, one panel per training prior (all ten of Table 1, in its column order, when "
+        "the report has the Table 1 zoo). Filled markers are our models (the line joins the best model per depth, "
+        "from the probed runs and the Table 1 zoo together, as the paper reports the best of 5 seeds; faint markers "
+        "are the others), open markers the paper's Table 1 for 1–7 layers, horizontal lines the ridge baselines and "
+        "the Bayes floor measured on the same sequences (on uniform:0 they are 0, off the log scale). Look for GD++ "
+        "flattening onto ConstRR from 3 layers while DIAG and FULL keep falling toward TunedRR and the Bayes floor; a "
+        "model far above its open marker is under-trained, a triangle at a panel's top edge a value above its axis "
+        "(a diverged model; hover for it)."
     ),
 )
 def loss_vs_layers(data: ReportData) -> go.Figure:
-    priors, depths = _priors(data), _depths(data)
-    fig = _subplots(len(priors), titles=[f"noise {p}" for p in priors], horizontal_spacing=0.08)
+    priors, depths = _columns(data), _depths(data)
+    fig = _prior_grid(priors)
     shown = set()
-    for c, prior in enumerate(priors, start=1):
+    for r, c, prior in _cells(priors):
         for arch in (a.name for a in PAPER_ORDER):
-            shown |= _model_markers(fig, data, prior, arch, c, shown)
+            shown |= _model_markers(fig, data, prior, arch, r, c, shown)
             if data.baselines[prior].x_cov is None:  # Table 1 has x ~ N(0, I)
-                shown |= _paper_markers(fig, prior, arch, c, shown)
-        shown |= _baseline_levels(fig, data.baselines[prior], c, [depths[0] - 0.2, depths[-1] + 0.2], shown)
+                shown |= _paper_markers(fig, prior, arch, r, c, shown)
+        shown |= _baseline_levels(fig, data.baselines[prior], r, c, [depths[0] - 0.2, depths[-1] + 0.2], shown)
         fig.update_xaxes(
-            title_text="number of layers L", tickvals=depths, range=[depths[0] - 0.3, depths[-1] + 0.3], row=1, col=c
+            title_text="number of layers L", tickvals=depths, range=[depths[0] - 0.3, depths[-1] + 0.3], row=r, col=c
         )
-        # one title for the row: a second would reach into the panel beside it
-        fig.update_yaxes(title_text="adjusted loss (log)" if c == 1 else None, type="log", row=1, col=c)
+        # one title per row: a second would reach into the panel beside it
+        fig.update_yaxes(title_text="adjusted loss (log)" if c == 1 else None, type="log", row=r, col=c)
+        _clip_spikes(fig, r, c)
     return fig
 
 
-def _model_markers(fig, data: ReportData, prior: str, arch: str, col: int, shown: set) -> set:
-    """The best run per depth joined by a line (the paper reports the best of 5 seeds), other runs faint."""
-    ours = sorted((e for e in data.entries if e.noise == prior and e.arch == arch), key=lambda e: e.n_layers)
-    cells = best_runs(data)
+def _model_markers(fig, data: ReportData, prior: str, arch: str, row: int, col: int, shown: set) -> set:
+    """The best model per depth joined by a line (the paper reports the best of 5 seeds), other models faint."""
+    ours = sorted((e for e in data.models if e.noise == prior and e.arch == arch), key=lambda e: e.n_layers)
+    cells = best_models(data)
     best = {e.n_layers: cells[cell(e)] for e in ours}
     added = set()
     others = [e for e in ours if e not in best.values()]
     for kind, group in (("best", [best[L] for L in sorted(best)]), ("other", others)):
         if not group:
             continue
-        rec = [data.records[e.label] for e in group]
-        colour, key = _color(ours[-1], data), arch if kind == "best" else f"{arch}o"
+        est = [data.loss(e) for e in group]
+        colour, key = model_color(arch, 1, [1]), arch if kind == "best" else f"{arch}o"
         fig.add_trace(
             go.Scatter(
                 x=[e.n_layers for e in group],
-                y=[_pos(r.loss.mean) for r in rec],
+                y=[_pos(x.mean) for x in est],
                 mode="lines+markers" if kind == "best" else "markers",
                 name=arch_label(arch) if kind == "best" else f"{arch_label(arch)} (other runs)",
                 legendgroup=arch,
@@ -104,20 +164,21 @@ def _model_markers(fig, data: ReportData, prior: str, arch: str, col: int, shown
                 ),
                 line=dict(color=colour, width=2),
                 customdata=[
-                    [e.label, r.loss.mean, r.loss.stderr, paper_value(arch, prior, e.n_layers, x_cov=e.x_cov), e.step]
-                    for e, r in zip(group, rec)
+                    [e.label, x.mean, x.stderr, paper_value(arch, prior, e.n_layers, x_cov=e.x_cov), e.step, e.seed]
+                    for e, x in zip(group, est)
                 ],
                 hovertemplate="%{customdata[0]}<br>L = %{x}<br>adjusted loss %{customdata[1]:.5g}"
-                " ± %{customdata[2]:.2g}<br>paper %{customdata[3]:.4g}<br>step %{customdata[4]}<extra></extra>",
+                " ± %{customdata[2]:.2g}<br>paper %{customdata[3]:.4g}<br>step %{customdata[4]}, seed "
+                "%{customdata[5]}<extra></extra>",
             ),
-            row=1,
+            row=row,
             col=col,
         )
         added.add(key)
     return added
 
 
-def _paper_markers(fig, prior: str, arch: str, col: int, shown: set) -> set:
+def _paper_markers(fig, prior: str, arch: str, row: int, col: int, shown: set) -> set:
     """Table 1's values for 1–7 layers, open markers on a dotted line."""
     paper = [(L, v) for L in PAPER_DEPTHS if (v := paper_value(arch, prior, L)) is not None]
     if not paper:
@@ -138,13 +199,13 @@ def _paper_markers(fig, prior: str, arch: str, col: int, shown: set) -> set:
             hovertemplate=f"{arch_label(arch)} (paper, Table 1)<br>L = %{{x}}<br>adjusted loss %{{y:.4g}}"
             "<extra></extra>",
         ),
-        row=1,
+        row=row,
         col=col,
     )
     return {f"{arch}p"}
 
 
-def _baseline_levels(fig, base, col: int, xs: list[float], shown: set) -> set:
+def _baseline_levels(fig, base, row: int, col: int, xs: list[float], shown: set) -> set:
     """Each baseline's adjusted loss as a horizontal line across the depths."""
     added = set()
     for b in BASELINES:
@@ -154,20 +215,140 @@ def _baseline_levels(fig, base, col: int, xs: list[float], shown: set) -> set:
         fig.add_trace(
             go.Scatter(
                 x=xs,
-                y=[_pos(base.loss[b].mean)] * 2,
+                y=[_level(base.loss[b].mean)] * 2,
                 mode="lines",
                 name=label,
                 legendgroup=b,
                 showlegend=b not in shown,
                 legendrank=100 + BASELINES.index(b),
                 line=dict(color=colour, dash=dash, width=1.6),
-                hovertemplate=f"{label}: %{{y:.5g}} (paper {_fmt(base.paper.get(b))})<extra></extra>",
+                customdata=[base.loss[b].mean] * 2,  # the exact value, drawn or not
+                hovertemplate=f"{label}: %{{customdata:.5g}} (paper {_fmt(base.paper.get(b))})<extra></extra>",
             ),
-            row=1,
+            row=row,
             col=col,
         )
         added.add(b)
     return added
+
+
+RATIO_RANGE = 1.0  # the colour scale of ours / paper spans 10^±1 (0.1× to 10×), centred at 1
+RATIO_COLORS = [  # over log10(ours / paper) from -1 to 1: green up to 1.1×, yellow at 1.5×, red from 3×
+    (0.0, "#1b7837"),
+    (0.5, "#5aae61"),
+    (0.5 + math.log10(1.1) / 2, "#a6dba0"),
+    (0.5 + math.log10(1.5) / 2, "#fee08b"),
+    (0.5 + math.log10(3) / 2, "#f46d43"),
+    (1.0, "#a50026"),
+]
+PENDING = "#e4e6ea"
+
+
+def _column_label(prior: str) -> str:
+    """Table 1's column header: σ_max of a uniform prior, the set of a categorical one."""
+    p = as_prior(prior)
+    return f"U(0, {p.sigma_max:g})" if p.kind == "uniform" else "{" + ",".join(f"{s:g}" for s in p.support) + "}"
+
+
+def _table1_cell(data: ReportData, e: Entry | None, prior: str, arch: str, L: int) -> tuple:
+    """(colour value: log10 of ours / paper clipped to the scale, None when pending; cell text; hover text)."""
+    paper = paper_value(arch, prior, L)
+    head = f"{arch_label(arch)} L={L} on {prior}<br>paper {_fmt(paper)}"
+    if e is None:
+        return None, "pending", f"{head}<br>pending: no model yet"
+    est = data.loss(e)
+    finite = est.mean is not None and math.isfinite(est.mean)
+    ratio = est.mean / paper if finite and paper else None
+    if not finite:  # a diverged model: as bad as the scale goes
+        z, text = RATIO_RANGE, "∞"
+    elif ratio is None:  # no paper value to compare with
+        z, text = None, "–"
+    else:
+        z = max(-RATIO_RANGE, min(RATIO_RANGE, math.log10(ratio) if ratio > 0 else -RATIO_RANGE))
+        text = _fmt(ratio, ".3g") + ("" if precise(est.mean, est.stderr) else " ○")
+    mark = text.endswith("○")
+    where = "Table 1 zoo" if e in data.light else "probed run"
+    hover = (
+        f"{head}<br>ours {_fmt(est.mean, '.4g')} ± {_fmt(est.stderr, '.2g')} ({est.n_seq:,} seq.)<br>ours / paper "
+        + (f"{_fmt(ratio, '.3g')} ± {_fmt(est.stderr / paper, '.2g')}" if ratio is not None else "–")
+        + ("<br>○: standard error above 10% of the value" if mark else "")
+        + f"<br>seed {_fmt(e.seed)}, step {_fmt(e.step)} ({where})<br>{_short(str(e.checkpoint))}"
+    )
+    return z, text, hover
+
+
+@view(
+    "table1",
+    "Table 1: ours against the paper",
+    height=720,
+    section="paper",
+    probed=False,
+    each=_with_table1,
+    caption=(
+        "Vladymyrov et al. 2024, Table 1: one cell per depth and architecture (rows) and training prior (columns), "
+        "coloured by our best model's adjusted loss over the paper's (ours / paper, log scale centred at 1: green at "
+        "or below 1.1×, yellow near 1.5×, red from 3×; below 1 we beat the paper). Our best model of a cell is the "
+        "lower of the probed runs and the Table 1 zoo; hover for ours ± its standard error, the paper's value, the "
+        "ratio, the seed and the file. Grey cells are pending (no model yet); ○ marks a ratio the noise cannot "
+        "support (standard error above 10% of the value)."
+    ),
+)
+def table1(data: ReportData, priors: list[str]) -> go.Figure:
+    cols = [p for p in priors if p in TABLE1_COLUMNS]
+    rows = [(L, a.name) for L in PAPER_DEPTHS for a in PAPER_ORDER]
+    best = best_models(data)
+    cells = [[_table1_cell(data, best.get((p, arch, L)), p, arch, L) for p in cols] for L, arch in rows]
+    x = [_column_label(p) for p in cols]
+    y = [f"L={L} {arch_label(arch)}" for L, arch in rows]
+    z = [[c[0] for c in row] for row in cells]
+    text = [[c[1] for c in row] for row in cells]
+    hover = [[c[2] for c in row] for row in cells]
+    ticks = [0.1, 0.3, 1, 3, 10]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Heatmap(
+            z=[[0 if t == "pending" else None for t in tr] for tr in text],
+            x=x,
+            y=y,
+            colorscale=[[0, PENDING], [1, PENDING]],
+            showscale=False,
+            hoverongaps=False,
+            text=[[t if t == "pending" else "" for t in tr] for tr in text],
+            texttemplate="%{text}",
+            textfont=dict(size=10, color="#7a808a"),
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
+            xgap=2,
+            ygap=2,
+        )
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            x=x,
+            y=y,
+            zmin=-RATIO_RANGE,
+            zmax=RATIO_RANGE,
+            colorscale=[[p, c] for p, c in RATIO_COLORS],
+            hoverongaps=False,
+            text=[[t if v is not None else "" for v, t in zip(zr, tr)] for zr, tr in zip(z, text)],
+            texttemplate="%{text}",
+            textfont=dict(size=10),
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
+            colorbar=dict(
+                title=dict(text="ours / paper"),
+                tickvals=[math.log10(t) for t in ticks],
+                ticktext=["≤0.1×", "0.3×", "1×", "3×", "≥10×"],
+                thickness=14,
+            ),
+            xgap=2,
+            ygap=2,
+        )
+    )
+    fig.update_xaxes(title_text="training noise prior (Table 1's columns)", side="top", showgrid=False)
+    fig.update_yaxes(title_text="layers and architecture", autorange="reversed", showgrid=False)
+    return fig
 
 
 def _band(data: ReportData, prior: str) -> str:
@@ -204,26 +385,7 @@ def sigma_profiles(data: ReportData, prior: str) -> go.Figure:
     tags = []
     for c, L in enumerate(depths, start=1):
         _in_distribution(fig, prior, 1, c)
-        for b in BASELINES:
-            if b not in base.profile:
-                continue
-            label, colour, dash = BASELINE_STYLE[b]
-            label = FIXED_SIGMA_LABEL.get(b, label)  # at a fixed σ the Bayes predictor is no floor
-            fig.add_trace(
-                go.Scatter(
-                    x=base.sigmas,
-                    y=[_pos(v) for v in base.profile[b]],
-                    mode="lines",
-                    name=label,
-                    legendgroup=b,
-                    legendrank=100 + BASELINES.index(b),
-                    line=dict(color=colour, dash=dash, width=1.5),
-                    hovertemplate=f"{label}<br>σ = %{{x}}<br>adjusted loss %{{y:.5g}}<extra></extra>",
-                ),
-                row=1,
-                col=c,
-            )
-            tags.append(Tag(L))
+        tags += [Tag(L)] * _baseline_profiles(fig, base, 1, c)
         for e in (x for x in entries if x.n_layers == L):
             r, tag = data.records[e.label], run_tag(data, e, best)
             mean, se, main = r.profile_mean[-1], r.profile_stderr[-1], tag.on is True
@@ -247,12 +409,101 @@ def sigma_profiles(data: ReportData, prior: str) -> go.Figure:
             )
             tags.append(tag)
         _axes(fig, "evaluation noise σ", "adjusted loss (log)" if c == 1 else None, 1, c, ylog=True)
-    vals = [v for e in entries for v in data.records[e.label].profile_mean[-1] if _pos(v)]
-    vals += [v for b in base.profile.values() for s, v in zip(base.sigmas, b) if s > 0 and _pos(v)]
-    if vals:  # σ = 0 baselines sit at rounding level (1e-13 and below): keep them off the scale
-        fig.update_yaxes(range=[math.log10(min(vals)) - 0.2, math.log10(max(vals)) + 0.2])
+    _profile_range(fig, base, [data.records[e.label].profile_mean[-1] for e in entries])
     groups, default = depth_groups(depths, profile_depths(prior, depths))
     depth_menu(fig, tags, groups, default, layout=lambda shown: _panel_layout(fig, depths, shown))
+    return fig
+
+
+def _baseline_profiles(fig, base, row: int, col: int, legend: bool = True) -> int:
+    """Each baseline's adjusted loss at each fixed σ in one panel; returns how many traces it added."""
+    added = 0
+    for b in BASELINES:
+        if b not in base.profile:
+            continue
+        label, colour, dash = BASELINE_STYLE[b]
+        label = FIXED_SIGMA_LABEL.get(b, label)  # at a fixed σ the Bayes predictor is no floor
+        fig.add_trace(
+            go.Scatter(
+                x=base.sigmas,
+                y=[_level(v) for v in base.profile[b]],
+                mode="lines",
+                name=label,
+                legendgroup=b,
+                showlegend=None if legend else False,
+                legendrank=100 + BASELINES.index(b),
+                line=dict(color=colour, dash=dash, width=1.5),
+                customdata=base.profile[b],
+                hovertemplate=f"{label}<br>σ = %{{x}}<br>adjusted loss %{{customdata:.5g}}<extra></extra>",
+            ),
+            row=row,
+            col=col,
+        )
+        added += 1
+    return added
+
+
+def _profile_range(fig, base, curves: list[list], row=None, col=None) -> None:
+    """The log y range of a per-σ panel over the models' curves and the baselines, σ = 0 baselines left out: they
+    sit at rounding level (1e-13 and below)."""
+    vals = [v for curve in curves for v in curve if _pos(v)]
+    vals += [v for b in base.profile.values() for s, v in zip(base.sigmas, b) if s > 0 and _pos(v)]
+    if vals:
+        at = {} if row is None else dict(row=row, col=col)
+        fig.update_yaxes(range=[math.log10(min(vals)) - 0.2, math.log10(max(vals)) + 0.2], **at)
+
+
+@view(
+    "profiles-7-layers",
+    "Per-σ profiles of the 7-layer models, every prior",
+    height=_grid_height,
+    section="paper",
+    probed=False,
+    each=_with_table1,
+    caption=(
+        "Vladymyrov et al. 2024, Figure 2 (top row: one panel per uniform σ_max) and Figure 3 (the categorical "
+        "priors): the adjusted loss at each fixed evaluation σ from 0 to σ_max + 1 of our best 7-layer GD++, DIAG "
+        "and FULL of each training prior (the lower of the probed runs and the Table 1 zoo; hover names it), with "
+        "the baselines at the same σ's. The grey band marks the noise seen in training. Within it a good model "
+        "follows TunedRR or better; Bayes (prior optimum) is optimal on average over the prior, not at each fixed "
+        "σ. Look for GD++ bending like ConstRR and for how gracefully DIAG and FULL extrapolate past σ_max; a "
+        "triangle at a panel's top edge marks a value above its axis (hover for it)."
+    ),
+)
+def last_layer_profiles(data: ReportData, priors: list[str]) -> go.Figure:
+    fig, best = _prior_grid(priors), best_models(data)
+    for r, c, prior in _cells(priors):
+        _in_distribution(fig, prior, r, c)
+        base, curves = data.baselines[prior], []
+        _baseline_profiles(fig, base, r, c, legend=(r, c) == (1, 1))
+        for arch in (a.name for a in PAPER_ORDER):
+            e = best.get((prior, arch, LIGHT_DEPTH))
+            found = None if e is None else data.last_profile(e)
+            if found is None:
+                continue
+            sigmas, mean, se = found
+            curves.append(mean)
+            fig.add_trace(
+                go.Scatter(
+                    x=sigmas,
+                    y=[_pos(v) for v in mean],
+                    mode="lines+markers",
+                    name=f"{arch_label(arch)} L={LIGHT_DEPTH}",
+                    legendgroup=arch,
+                    showlegend=not any(t.legendgroup == arch for t in fig.data),
+                    legendrank=RANK[arch],
+                    line=dict(color=model_color(arch, 1, [1]), width=2.2),
+                    marker=dict(size=5),
+                    customdata=list(zip(mean, se)),
+                    hovertemplate=f"{e.label}<br>σ = %{{x}}<br>adjusted loss %{{customdata[0]:.5g}} ± "
+                    "%{customdata[1]:.2g}<extra></extra>",
+                ),
+                row=r,
+                col=c,
+            )
+        _axes(fig, "evaluation noise σ", "adjusted loss (log)" if c == 1 else None, r, c, ylog=True)
+        _profile_range(fig, base, curves, r, c)
+        _clip_spikes(fig, r, c)  # a model that blows up far past σ_max leaves at the top, marked
     return fig
 
 
