@@ -21,12 +21,12 @@ import sys
 from pathlib import Path
 
 from interp.evalcache import EvalCache, run_loss
-from interp.evaluate import TABLE1_COLUMNS, paper_value
+from interp.evaluate import paper_value
 from interp.files import atomic_write_text
 from interp.params import of
 from interp.render import loss as loss_text
 from interp.run import Run, resolve_model
-from interp.table import PAPER_ORDER
+from interp.table import paper_order
 from interp.tasks import prior_slug
 
 HERE = Path(__file__).resolve().parent
@@ -36,14 +36,12 @@ N_SEQ, EVAL_SEED = 100_000, 0  # the table's sequences: the cache entries the gr
 def cells_of(table: dict) -> list[dict]:
     """The table's best-of-seeds cells (`interp table --json`'s "cells", keyed "{arch}{L}|{prior}": the best seed's
     run, the complete seeds), each with its architecture, depth and prior, in Table 1's order."""
-    archs = [a.name for a in PAPER_ORDER]
     rows = []
     for key, c in table["cells"].items():
         arch_depth, noise = key.split("|", 1)
         arch = arch_depth.rstrip("0123456789")
         rows.append(dict(c, arch=arch, layers=int(arch_depth[len(arch) :]), noise=noise, seed=c["best_seed"]))
-    col = lambda r: TABLE1_COLUMNS.index(r["noise"]) if r["noise"] in TABLE1_COLUMNS else len(TABLE1_COLUMNS)  # noqa: E731
-    return sorted(rows, key=lambda r: (col(r), r["noise"], r["layers"], archs.index(r["arch"])))
+    return sorted(rows, key=lambda r: paper_order((r["arch"], r["layers"], r["noise"])))
 
 
 def target(out: Path, arch: str, L: int, noise: str) -> Path:

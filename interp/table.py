@@ -67,6 +67,7 @@ __all__ = [
     "discover",
     "every_cell",
     "paper_cells",
+    "paper_order",
     "reaches",
     "render",
     "render_aims",
@@ -308,7 +309,7 @@ def paper_cells(archs: list[str] | None = None, layers: list[int] | None = None,
     ]
 
 
-def _paper_order(cell: tuple) -> tuple:
+def paper_order(cell: tuple) -> tuple:
     """Sort key of a cell in the paper's order: prior (Table 1's columns, then others), depth, architecture."""
     arch, L, p = cell
     names = [a.name for a in PAPER_ORDER]
@@ -326,7 +327,7 @@ def every_cell(cells: dict, runs: list[dict], universe: list[tuple]) -> list[dic
         if not r["complete"]:
             training.setdefault((r["arch"], r["layers"], r["noise"]), []).append(r["seed"])
     rows = []
-    for cell in sorted(set(universe) | set(cells) | set(training), key=_paper_order):
+    for cell in sorted(set(universe) | set(cells) | set(training), key=paper_order):
         arch, L, p = cell
         paper = paper_value(arch, p, L)
         row = dict(key=_key(*cell), arch=arch, layers=L, noise=p, paper=paper, training=sorted(training.get(cell, [])))

@@ -42,8 +42,8 @@ from interp.params import Parameterization, of
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
 from interp.run import ResolvedModel, Run, load_with_digest, resolve_model
-from interp.table import PAPER_ORDER
-from interp.tasks import as_prior, prior_slug
+from interp.table import PAPER_ORDER, paper_order
+from interp.tasks import as_prior
 
 # 2: probe sequences drawn by interp.evalset (the same for any chunk size); 3: layer schedule; 4: the probe's ConstRR λ
 # is interp.tuning's, and its DIAG ablation has standard errors
@@ -244,8 +244,7 @@ def model_paths(paths: list[str | Path], log=None) -> list[Path]:
 
 def standalone_files(directory: Path) -> list[Path]:
     """The checkpoint files (*.safetensors) in `directory` and in its folders one level down, when it holds no run
-    (the Table 1 zoo's layout, <prior>/<arch><L>.safetensors): in the paper's order (Table 1's columns, then depth,
-    then architecture), others after them by name."""
+    (the Table 1 zoo's layout, <prior>/<arch><L>.safetensors), sorted by path."""
     if Run.is_run(directory) or (directory / Run.CKPT_DIR).is_dir() or zoo_runs(directory):
         return []
     files = [
@@ -253,16 +252,7 @@ def standalone_files(directory: Path) -> list[Path]:
         for p in (*directory.glob(f"*{CHECKPOINT_SUFFIX}"), *directory.glob(f"*/*{CHECKPOINT_SUFFIX}"))
         if p.is_file() and not Run.is_run(p.parent)
     ]
-    return sorted(files, key=_paper_rank)
-
-
-def _paper_rank(path: Path) -> tuple:
-    """Sort key of a Table 1 zoo file: its prior's column (by folder name), its depth, its architecture."""
-    slugs = [prior_slug(c) for c in TABLE1_COLUMNS]
-    arch = next((i for i, a in enumerate(PAPER_ORDER) if path.stem.startswith(a.name)), len(PAPER_ORDER))
-    depth = path.stem[len(PAPER_ORDER[arch].name) :] if arch < len(PAPER_ORDER) else ""
-    col = slugs.index(path.parent.name) if path.parent.name in slugs else len(slugs)
-    return (col, path.parent.name, int(depth) if depth.isdigit() else 0, arch, path.name)
+    return sorted(files)
 
 
 def default_models(zoo: Path) -> list[Path]:
@@ -457,7 +447,7 @@ def light_entries(dirs: list[str], settings: Settings, noise=None, use_cache=Tru
                 continue
             if entry.label not in out:
                 out[entry.label] = (entry, light_record(m, entry, settings, evals, use_cache))
-    return out
+    return dict(sorted(out.items(), key=lambda kv: paper_order((kv[1][0].arch, kv[1][0].n_layers, kv[1][0].noise))))
 
 
 # ---------------------------------------------------------------------------- baselines per prior
