@@ -22,7 +22,9 @@ from pathlib import Path
 
 import torch
 
+from interp.kernel import cpu_model
 from interp.report import default_zoo, zoo_runs
+from interp.report.data import TABLE1_ZOO, standalone_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,6 +48,7 @@ def main() -> None:
     ap.add_argument("--extra", nargs="*", default=[], help="more run directories for a second, larger uncached report")
     args = ap.parse_args()
     runs = zoo_runs(default_zoo())
+    cells = standalone_files(default_zoo() / TABLE1_ZOO) if (default_zoo() / TABLE1_ZOO).is_dir() else []
     cold, log = run(["-o", args.html, "--no-cache"])
     fill, _ = run(["-o", args.html])
     warm, _ = run(["-o", args.html])
@@ -70,8 +73,10 @@ def main() -> None:
         f"interp report -o {args.html}              # from the caches",
         "```",
         "",
-        f"{len(runs)} models ({', '.join(p.name for p in runs)}); {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores shared with background training, torch {torch.__version__}, one thread.",
+        f"{len(runs)} probed models ({', '.join(p.name for p in runs)}) and {len(cells)} light entries of the Table 1 "
+        f"zoo (loss, and the 7-layer per-σ profiles); {cpu_model() or platform.machine()} "
+        f"({torch.backends.cpu.get_cpu_capability()}), {os.cpu_count()} cores shared with background training, torch "
+        f"{torch.__version__}, one thread.",
         "",
         "| run | wall time |",
         "|---|---|",
