@@ -1,7 +1,8 @@
 """Probes of trained linear transformers (Vladymyrov et al. 2024, §4): the implicit per-layer model of Theorem 4.1,
 its comparison with known solvers, the paper's algebraic forms (DIAG ω's, Lemma 4.4, FULL fits),
-the weight-space DIAG projection, the functional DIAG ablation, GD++ versus ConstRR, and §5.3's layer schedule
-(each layer's update split into its x<-x, x<-y, y<-x, y<-y blocks, sized and ablated one at a time)."""
+the weight-space DIAG projection, the functional DIAG ablation, GD++ versus ConstRR, GD++'s preconditioning step
+(Theorem 5.1), and §5.3's layer schedule (each layer's update split into its x<-x, x<-y, y<-x, y<-y blocks, sized
+and ablated one at a time)."""
 
 from interp.probes.drift import (
     DriftData,
@@ -43,6 +44,7 @@ from interp.probes.implicit import (
     probe_cache,
     tune_gd_steps,
 )
+from interp.probes.preconditioning import Preconditioning, context_spectra, preconditioning
 from interp.probes.schedule import (
     BlockAblation,
     Schedule,
@@ -55,6 +57,9 @@ from interp.probes.schedule import (
 from interp.probes.summary import ProbeResult, probe_model
 
 __all__ = [
+    "Preconditioning",
+    "context_spectra",
+    "preconditioning",
     "Ablation",
     "BlockAblation",
     "DiagProjection",
