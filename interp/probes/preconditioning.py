@@ -18,7 +18,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.model import LinearTransformer
-from interp.probes.implicit import probe_cache
+from interp.probes.implicit import as_float64, probe_cache
 from interp.records import Record
 
 
@@ -56,7 +56,7 @@ def preconditioning(model: LinearTransformer, tokens: Float[Tensor, "batch pos D
     if model.cfg.param != "gdpp":
         raise ValueError(f"preconditioning is GD++'s (Theorem 5.1); this model is {model.cfg.param}")
     s = context_spectra(model, tokens)  # [L+1, batch, d]
-    gamma = -model.omegas().omega_xx.detach().to(torch.float64).reshape(model.cfg.n_layers)
+    gamma = -as_float64(model).omegas().omega_xx.detach().reshape(model.cfg.n_layers)  # as the hooks computed
     predicted = s[:-1] * (1 - gamma[:, None, None] * s[:-1]) ** 2  # s ↦ s (1 − γ s)² (Theorem 5.1)
     # the map is monotone only on γ s < 1/3; sorting compares the same multiset of eigenvalues either way
     predicted = predicted.sort(dim=-1).values
