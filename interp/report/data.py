@@ -325,6 +325,16 @@ def _read_cache(path: Path) -> dict:
     return {"records": EvalCache(path, strict=False).values()}
 
 
+def _cached(path: Path, key: str, kind: type[Record]) -> Record | None:
+    """The record of `kind` under `key` in the cache file `path`, marked as read from the cache; None if absent."""
+    hit = _read_cache(path).get("records", {}).get(key)
+    if hit is None:
+        return None
+    rec = kind.from_json(hit)
+    rec.cached = True
+    return rec
+
+
 def _write_cache(path: Path, key: str, record: dict) -> None:
     try:
         EvalCache(path, strict=False, keep=CACHE_KEEP, log=None).put(key, record)  # atomic, merged
@@ -354,12 +364,9 @@ def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Mo
     model, _, digest = load_with_digest(entry.checkpoint)
     key = _cache_key(entry, settings, digest)
     cache = _cache_path(entry)
-    if use_cache:
-        hit = _read_cache(cache).get("records", {}).get(key)
-        if hit is not None:
-            rec = ModelRecord.from_json(hit)
-            rec.cached = True
-            return rec
+    hit = _cached(cache, key, ModelRecord) if use_cache else None
+    if hit is not None:
+        return hit
     t0 = time.perf_counter()  # the model is evaluated in its own dtype, like `interp eval`; probes use float64
     s = settings
     on_prior = _on_prior(entry, s)
@@ -408,12 +415,9 @@ def light_record(
     evaluated otherwise, and at LIGHT_DEPTH layers its per-σ profile, computed and cached."""
     key = _cache_key(entry, settings, m.sha256, light=True)
     cache = _cache_path(entry)
-    if use_cache:
-        hit = _read_cache(cache).get("records", {}).get(key)
-        if hit is not None:
-            rec = LightRecord.from_json(hit)
-            rec.cached = True
-            return rec
+    hit = _cached(cache, key, LightRecord) if use_cache else None
+    if hit is not None:
+        return hit
     on_prior = _on_prior(entry, settings)
     loss = None if evals is None else cached_loss(m.sha256, on_prior, evals, None)[0]  # compute=None: never written
     record = LightRecord(loss or adjusted_loss(m.model, on_prior))
