@@ -85,7 +85,8 @@ def main() -> None:
         f"| from the caches | {warm:.1f} s |",
         *extra_rows,
         "",
-        f"The report is {size:.1f} MB (plotly.js embedded once, about 4.8 MB). Target: a few minutes without a cache, on one core.",
+        f"The report is {size:.1f} MB (plotly.js embedded once, about 4.8 MB). Target: a few minutes without a cache, "
+        "on one core.",
         "",
         "Log of the uncached run (per-model seconds on stderr, then the summary table):",
         "",
