@@ -9,6 +9,16 @@ on stdout. Re-runnable: incomplete runs are listed and skipped.
 
     OMP_NUM_THREADS=1 python experiments/drift_study.py              # 4 layers, ~80 s per new run, one thread
     OMP_NUM_THREADS=1 python experiments/drift_study.py --layers 7   # 7 layers, ~4 min per new run
+
+Runs outside the zoo (e.g. the Table 1 grid's, whose DIAG references are standalone files) are passed explicitly;
+the DIAG reference of each prior is then a file or run directory whose training prior it is read from:
+
+    OMP_NUM_THREADS=1 python experiments/drift_study.py --layers 7 \
+        --run-dirs experiments/table1_grid/full7_uniform7_s0 \
+        --diag-refs experiments/zoo/table1/uniform7/diag7.safetensors --out experiments/results/drift7_priors.json
+
+Such a run's cache is experiments/results/drift/<parent>-<run>.json (its parent directory's name first, so that a
+grid run never overwrites the cache of a zoo run of the same name).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from interp.model import LinearTransformer
 from interp.probes.drift import EVAL_SEED, DriftData, drift_record, drift_trajectory, register_directions
 from interp.probes.forms import diag_projection
 from interp.records import jsonable
-from interp.run import Run, load
+from interp.run import Run, load, resolve_model
 
 ROOT = Path(__file__).resolve().parent
 ZOO = ROOT / "zoo"
@@ -46,7 +56,37 @@ def discover(layers: int = 4) -> tuple[list[Path], list[Path]]:
 
 
 def run_name(run: Path) -> str:
-    return run.name
+    """The zoo's runs by their directory name (as before); any other run by its parent's name and its own."""
+    run = run.resolve()
+    return run.name if run.is_relative_to(ZOO.resolve()) else f"{run.parent.name}-{run.name}"
+
+
+def explicit_runs(dirs: list[str], layers: int) -> tuple[list[Path], list[Path]]:
+    """(complete, incomplete) run directories given on the command line; ValueError for anything else."""
+    runs = []
+    for d in dirs:
+        p = Path(d).resolve()
+        if not Run.is_run(p):
+            raise ValueError(f"{d}: not a run directory (no config.json)")
+        cfg = Run(p).config()
+        if cfg.model.param != "full" or cfg.model.n_layers != layers:
+            raise ValueError(f"{d}: a {cfg.model.param.upper()}-{cfg.model.n_layers} run, not FULL-{layers}")
+        if not p.is_relative_to(ROOT.parent):
+            raise ValueError(f"{d}: outside the repository")
+        runs.append(p)
+    done = [p for p in runs if Run(p).is_complete()]
+    return done, [p for p in runs if p not in done]
+
+
+def sigma_grids(prior: str) -> tuple[list[float], list[float]]:
+    """(per-σ profile grid, σ's of the register's effect) for a prior: the old grids for uniform:5 and {1,3} (0–6 and
+    0–5 in steps of 0.5; 0–5), else 0 to one above the largest trained σ (two for a categorical prior, as {1,3}'s 5)."""
+    if prior in PRIORS:
+        top = 5.0 if prior.startswith("categorical") else 6.0
+        return [i * 0.5 for i in range(int(top / 0.5) + 1)], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    kind, _, vals = prior.partition(":")
+    top = max(float(v) for v in vals.split(",")) + (2.0 if kind == "categorical" else 1.0)
+    return [i * 0.5 for i in range(int(top / 0.5) + 1)], [float(i) for i in range(int(top))]
 
 
 def settings(args) -> dict:
@@ -337,11 +377,36 @@ def main() -> None:
         default=None,
         help="study only these run names (default: every complete run found)",
     )
+    ap.add_argument(
+        "--run-dirs",
+        nargs="+",
+        metavar="DIR",
+        default=None,
+        help="study these FULL run directories instead of discovering the zoo's "
+        "(their caches: drift/<parent>-<run>.json)",
+    )
+    ap.add_argument(
+        "--diag-refs",
+        nargs="+",
+        metavar="PATH",
+        default=None,
+        help="DIAG references (checkpoint files or run directories), one per prior, the prior read from each "
+        "(default: experiments/zoo/diag<L>_uniform5 and diag<L>_cat13)",
+    )
+    ap.add_argument("--out", default=None, help="study JSON to write (default: results/drift.json, drift<L>.json)")
     args = ap.parse_args()
     if args.layers < 1:
         ap.error(f"--layers must be a positive integer, got {args.layers}")
     torch.set_num_threads(1)
-    done, pending = discover(args.layers)
+    if args.run_dirs is not None:
+        try:
+            done, pending = explicit_runs(args.run_dirs, args.layers)
+        except (ValueError, OSError) as err:
+            ap.error(f"--run-dirs: {err}")
+        if not done:
+            ap.error(f"--run-dirs: none of the runs is complete: {' '.join(args.run_dirs)}")
+    else:
+        done, pending = discover(args.layers)
     if not done:
         pattern = f"full{args.layers}_*"
         ap.error(f"no complete {args.layers}-layer FULL run under {ZOO} ({pattern}, seeds/{pattern}, drift/{pattern})")
@@ -371,8 +436,17 @@ def main() -> None:
     }
     for run in done:
         study["runs"][run_name(run)] = trajectory_metrics(run, args)
-    refs = {prior: ZOO / f"diag{args.layers}_{slug}" for prior, slug in PRIORS.items()}
-    refs = {prior: load(p) for prior, p in refs.items() if p.exists() and Run(p).is_complete()}
+    if args.diag_refs is not None:
+        refs = {}
+        for path in args.diag_refs:
+            r = resolve_model(path)
+            if r.noise is None or r.model.cfg.n_layers != args.layers:
+                ap.error(f"--diag-refs: {path} records no training prior or is not {args.layers}-layer")
+            refs[r.noise] = r.model
+        study["diag_refs"] = {resolve_model(p).noise: str(p) for p in args.diag_refs}
+    else:
+        refs = {prior: ZOO / f"diag{args.layers}_{slug}" for prior, slug in PRIORS.items()}
+        refs = {prior: load(p) for prior, p in refs.items() if p.exists() and Run(p).is_complete()}
     for run in done:
         cfg = Run(run).config()
         study["final_losses"][run_name(run)] = final_losses(
@@ -381,20 +455,22 @@ def main() -> None:
     every = args.layers > 4  # deeper models write from several layers (drift.md, "At 7 layers")
     study["register_effect_removes"] = "every layer's y → x column" if every else "the strongest writer's y → x column"
     study["register_effect"] = {
-        run_name(r): register_effect(load(r), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], Run(r).config().n, every_layer=every)
+        run_name(r): register_effect(
+            load(r), sigma_grids(Run(r).config().noise)[1], Run(r).config().n, every_layer=every
+        )
         for r in done
     }
-    for prior, slug in PRIORS.items():
+    priors = list(PRIORS) + sorted({Run(r).config().noise for r in done} - set(PRIORS))
+    for prior in priors:
         runs = [r for r in done if Run(r).config().noise == prior and not Run(r).config().init]
         if not runs:
             continue
-        top = 5.0 if prior.startswith("categorical") else 6.0
-        sigmas = [i * 0.5 for i in range(int(top / 0.5) + 1)]
+        sigmas = sigma_grids(prior)[0]
         models = {}
         for r in runs:
             m = load(r)
-            models[f"FULL {r.name}"] = m
-            models[f"proj {r.name}"] = LinearTransformer.from_omegas(
+            models[f"FULL {run_name(r)}"] = m
+            models[f"proj {run_name(r)}"] = LinearTransformer.from_omegas(
                 diag_projection(m.P.detach(), m.Q.detach()).omega, m.cfg.d
             )
         if prior in refs:
@@ -429,7 +505,7 @@ def main() -> None:
         }
         for name, doc in study["runs"].items()
     }
-    out = OUT / ("drift.json" if args.layers == 4 else f"drift{args.layers}.json")
+    out = Path(args.out) if args.out else OUT / ("drift.json" if args.layers == 4 else f"drift{args.layers}.json")
     out.write_text(json.dumps(jsonable(compact), indent=1, allow_nan=False) + "\n")
     print_tables(study)
     print(f"\nwrote {out}")
