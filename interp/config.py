@@ -379,6 +379,17 @@ class TrainConfig:
         metavar="C",
     )
 
+    # Rounds of full-batch L-BFGS after Adam (interp.train.polish), each on a fresh fixed batch. None: the preset's.
+    polish: int | None = option(
+        None,
+        "--polish",
+        "rounds of full-batch L-BFGS after Adam, each on a fresh fixed batch of 65 536 sequences, a round kept only "
+        "where it lowers the loss on a second fresh batch; 0 for none (default from --preset: 4 on a noise-free "
+        "prior, with float64, else 0)",
+        "int",
+        metavar="ROUNDS",
+    )
+
     def __post_init__(self) -> None:
         _check_fields(self)
         as_prior(self.noise)  # InvalidArgument naming the spec
@@ -405,6 +416,8 @@ class TrainConfig:
             raise InvalidArgument(f"stress must be in [0, 1), got {self.stress}")
         if self.stress_scale is not None and not 1 < self.stress_scale <= 4:
             raise InvalidArgument(f"stress_scale must be in (1, 4], got {self.stress_scale}")
+        if self.polish is not None:
+            _check_range("polish", self.polish, 0, 100)
         if self.clip is not None and not self.clip > 0:
             raise InvalidArgument(f"clip must be > 0 or null, got {self.clip}")
         elements = self.batch * (self.n + 1) * self.model.d_model
@@ -429,6 +442,7 @@ class TrainConfig:
         data = dict(data)
         data["model"] = ModelConfig.from_dict(data["model"])
         data.setdefault("stress", 0.0)  # written before the field existed: trained without it
+        data.setdefault("polish", 0)  # the same
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:

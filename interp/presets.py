@@ -36,14 +36,24 @@ FAST_LONG = {("full", 7): dict(steps=56_000, stress=0.125, stress_scale=1.25)}  
 # (presets.md, session 8). Priors whose largest σ is at most LOW_NOISE take it.
 LOW_NOISE = 2.0
 FAST_LOW_NOISE = {("full", 3): dict(stress=0.25), ("diag", 3): dict(stress=0.25)}  # (param, L) → overrides
+# Noise-free priors (σ_max = 0): Adam alone plateaus. GD++-5 in float64 stops at a training ½·MSE of 1e-4 from step
+# ~7 000 (paper 1.14e-7), its mean carried by rare small-λ_min(XᵀX) contexts; four rounds of full-batch L-BFGS after
+# Adam (interp.train.polish, 65 536 fresh sequences a round; 16 384 over-fitted a batch's tail) took it to 1.46e-7
+# ± 0.47e-7 (median 8.3e-9, worst 4.5e-3) on 10⁵ sequences, in 357 s: experiments/results/presets.md, session 10.
+# float64 for the training and the polish (whose line search compares losses of 1e-7…1e-12); evaluated in float32,
+# the same GD++-5 weights give the same 1.46e-7, so float32 is not what limits the 5-layer cell (session 10).
+NOISE_FREE_POLISH = 4  # rounds (TrainConfig.polish)
 
 
 def resolve(cfg: TrainConfig) -> TrainConfig:
-    """Fill steps / lr / schedule / stress from the preset where they were left at None: by architecture and depth,
-    and for the fast preset also by the prior's noise level (FAST_LOW_NOISE)."""
+    """Fill steps / lr / schedule / stress / polish from the preset where they were left at None: by architecture and
+    depth, and for the fast preset also by the prior's noise level (FAST_LOW_NOISE; on a noise-free prior the polish
+    and float64, NOISE_FREE_POLISH)."""
     L = cfg.model.n_layers
     if cfg.preset == "paper":
-        defaults = dict(steps=200_000, lr=1e-4, schedule="constant", stress=0.0, stress_scale=FAST_STRESS_SCALE)
+        defaults = dict(
+            steps=200_000, lr=1e-4, schedule="constant", stress=0.0, stress_scale=FAST_STRESS_SCALE, polish=0
+        )
     elif cfg.preset == "fast":
         table = FAST_PEAK_LRS[cfg.model.param]
         depth, frac = FAST_STRESS.get(cfg.model.param, (0, 0.0))
@@ -53,10 +63,15 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
             schedule="onecycle",
             stress=frac if L >= depth else 0.0,
             stress_scale=FAST_STRESS_SCALE,
+            polish=0,
         )
         defaults.update(FAST_LONG.get((cfg.model.param, L), {}))
         if max(as_prior(cfg.noise).values) <= LOW_NOISE:
             defaults.update(FAST_LOW_NOISE.get((cfg.model.param, L), {}))
+        if max(as_prior(cfg.noise).values) == 0 and cfg.polish is None:  # noise-free: float64 and the polish
+            defaults.update(polish=NOISE_FREE_POLISH)
+            if cfg.model.dtype == "float32":  # the default (a float32 run on this prior: pass --polish too)
+                cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dtype="float64"))
     else:
         raise InvalidArgument(f"unknown preset {cfg.preset!r} (fast or paper)")
     fill = {k: v for k, v in defaults.items() if getattr(cfg, k) is None}

@@ -1,5 +1,5 @@
 """Trainer: Adam on fresh data each step, geometric checkpoint trajectory, exact resume (Vladymyrov et al. 2024,
-training setup)."""
+training setup), and an optional full-batch L-BFGS polish after Adam (`polish`)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class TrainResult:
     model: LinearTransformer
     run_dir: Path
     step: int
-    loss: float  # mean training ½·MSE over the last logging window
+    loss: float  # mean training ½·MSE over the last logging window; after a polish, on its last check batch
     already_finished: bool = False  # a resumed run that had finished: nothing was trained, `loss` is the recorded one
 
 
@@ -144,6 +144,85 @@ def adam(params, lr: float) -> torch.optim.Adam:
     params = list(params)
     fused = all(p.device.type in ("cpu", "cuda") for p in params)
     return torch.optim.Adam(params, lr=lr, fused=fused)
+
+
+# The polish phase (TrainConfig.polish): after Adam, rounds of full-batch L-BFGS, each on a fresh fixed batch of
+# POLISH_BATCH sequences, at most POLISH_ITERS iterations (strong-Wolfe line search) on log ½·MSE, whose gradient is
+# ∇ℓ / ℓ: scale-free, so the 1e-4 … 1e-12 losses of the noise-free prior take the same steps.
+POLISH_BATCH = 65_536
+POLISH_ITERS = 100
+# Its batches come from the stressed proposal (interp.tasks.stressed_tasks, importance-weighted): a batch of plain
+# draws sets no bound on the rare large-λ_max(XᵀX) contexts, and the polished steps diverged on one beyond the batch's
+# largest (½·error² 2·10⁶ on one of 20 000 sequences, GD++-3, d = 3, n = 8). At the training stress's 1.4× GD++-5
+# stopped at 3.7e-6 (a quarter of each batch at twice the λ_max), at 1.15× it reached 2.2e-7 (presets.md, session 10).
+POLISH_STRESS, POLISH_STRESS_SCALE = 0.25, 1.15
+
+
+def _batch_half_se(model: LinearTransformer, draw, weight: torch.Tensor) -> torch.Tensor:
+    """Mean importance-weighted ½·error² [] of `model` on a task draw with weights [batch] (the fused kernel's pass
+    where it takes the model, else autograd)."""
+    weight = weight.to(draw.x.dtype)
+    if moments.fused_supported(model, draw.x):
+        return moments.half_squared_errors(model, draw, weight)[0].mean()
+    batch = draw.batch()
+    return (0.5 * (model(batch.tokens) - batch.target) ** 2 * weight).mean()
+
+
+def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rounds: int) -> list[tuple[float, float]]:
+    """`rounds` rounds of full-batch L-BFGS on `model` (in place), each on a fresh fixed draw of POLISH_BATCH sequences
+    from `gen` (cfg's prior through the stressed proposal POLISH_STRESS, in the model's dtype); [(½·MSE before,
+    after)] per round, both on a second fresh draw of the same size, the round's check batch.
+
+    A round whose result is not finite or not lower on its check batch is undone (the mean is carried by rare
+    ill-conditioned contexts, and a fixed batch's tail can be over-fitted). Deterministic given the weights and `gen`'s
+    state: a run killed during the phase restarts it from the resume state of its last Adam step and ends the same.
+    """
+    params = list(model.parameters())
+    out = []
+    for _ in range(rounds):
+        draw, check = (
+            stressed_tasks(
+                POLISH_BATCH,
+                cfg.model.d,
+                cfg.n,
+                cfg.noise,
+                gen,
+                frac=POLISH_STRESS,
+                scale=POLISH_STRESS_SCALE,
+                x_cov=cfg.x_cov,
+                dtype=cfg.model.torch_dtype,
+                device=cfg.device,
+            )  # fmt: skip
+            for _ in range(2)
+        )
+        saved = [p.detach().clone() for p in params]
+        with torch.no_grad():
+            before = float(_batch_half_se(model, *check))
+        opt = torch.optim.LBFGS(
+            params, lr=1.0, max_iter=POLISH_ITERS, history_size=30, tolerance_grad=0.0, tolerance_change=0.0,
+            line_search_fn="strong_wolfe",
+        )  # fmt: skip
+
+        def closure():
+            opt.zero_grad(set_to_none=True)
+            value = _batch_half_se(model, *draw).log()
+            if torch.isfinite(value):
+                value.backward()
+            else:  # a line-search trial that blew up: report it as very bad, with no gradient to follow
+                value = value.detach().nan_to_num(nan=1e30, posinf=1e30).clamp_min(1e30).requires_grad_()
+                for p in params:
+                    p.grad = torch.zeros_like(p)
+            return value
+
+        opt.step(closure)
+        with torch.no_grad():
+            after = float(_batch_half_se(model, *check))
+            if not (math.isfinite(after) and after < before) or not _all_finite(model):
+                for p, v in zip(params, saved):
+                    p.copy_(v)
+                after = before
+        out.append((before, after))
+    return out
 
 
 def _init_model(cfg: TrainConfig) -> LinearTransformer:
@@ -517,8 +596,12 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
                     )
                 log.flush()
                 os.fsync(log.fileno())  # the metrics a checkpoint describes are on disk before it
-                if done in save_at:
+                if done in save_at and not (done == cfg.steps and cfg.polish):  # the polished model is the last
                     last_good = run.save_checkpoint(model, done, cfg)
                 _save_resume(run, cfg, model, opt, gen, done, window)
     bar.close()
+    if cfg.polish:  # from the resume state of the last Adam step: a run killed here restarts the phase, ends the same
+        rounds = polish(model, cfg, gen, cfg.polish)
+        mean = rounds[-1][1]
+        run.save_checkpoint(model, cfg.steps, cfg)
     return TrainResult(model=model, run_dir=run_dir, step=cfg.steps, loss=mean)

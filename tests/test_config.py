@@ -103,6 +103,7 @@ FLAGS = {
     "--x-cov": "x_cov",
     "--stress": "stress",
     "--stress-scale": "stress_scale",
+    "--polish": "polish",
 }
 NOT_OPTIONS = {"model", "warmup", "log_every", "model.init_scale"}  # set in Python or config.json only
 

@@ -147,6 +147,8 @@ def _sample(opt, tmp_path) -> list[str]:
     """Two valid values of an option on the command line."""
     if opt.key == "stress_scale":
         return ["1.5", "1.25"]  # in (1, 4]
+    if opt.key == "polish":
+        return ["3", "2"]  # rounds, in [0, 100]
     if opt.kind == "choice":
         return [opt.choices[0], opt.choices[-1]]
     if opt.kind == "path":
@@ -239,6 +241,7 @@ def test_resume_refuses_each_option_that_differs_and_takes_the_same_values(capsy
         "x_cov": ("diag:1,2", "diag:2,1"),
         "stress": ("0", "0.25"),
         "stress_scale": ("1.4", "1.25"),
+        "polish": ("0", "2"),
     }
     assert set(values) == set(OPTIONS)
     same = [a for key, (v, _) in values.items() for a in (OPTIONS[key].flag, v)]
