@@ -154,7 +154,12 @@ def _interrupt(out: Path, delay: float | None) -> subprocess.CompletedProcess:
     argv = [*_interp(), "train", "--arch", "diag", "--layers", "1", "--d", "2", "--n", "4", "--batch", "16"]
     argv += ["--steps", "1000000", "--no-progress", "--out", str(out)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    # as a terminal starts it: SIGINT at its default, even where this test runs in a background job (a shell starts
+    # those with SIGINT ignored, which the child would inherit and interp, rightly, leave alone)
+    default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, preexec_fn=default_sigint
+    )
     if delay is None:
         deadline = time.monotonic() + 120
         while not (out / "metrics.jsonl").exists() and proc.poll() is None and time.monotonic() < deadline:
