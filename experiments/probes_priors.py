@@ -23,10 +23,13 @@ import json
 import math
 from pathlib import Path
 
+from interp.evaluate import TABLE1_COLUMNS
+from interp.render import markdown
+
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULTS = [RESULTS / "probes_priors.json", RESULTS / "probes_priors_cat135.json"]  # the {1,3,5} cells came later
 R2_OK = 0.9  # a layer whose DIAG-fit R² is below this is not described by its DIAG projection
-ORDER = ["uniform:1", "uniform:2", "uniform:3", "uniform:4", "uniform:5", "uniform:6", "uniform:7"]
+ORDER = list(TABLE1_COLUMNS)  # the paper's columns
 
 
 def prior_key(spec: str) -> tuple:
@@ -84,22 +87,22 @@ def r2(model: dict, layer: int) -> float:
     return model["fits"]["diag"]["r2"][layer]
 
 
-def layer_table(models: dict, key: str, spec: str, full: bool) -> list[str]:
-    priors = list(models)
-    out = ["| layer | " + " | ".join(short(p) for p in priors) + " |", "|---|" + "---|" * len(priors)]
+def per_layer(models: dict, cell) -> list[str]:
+    """Markdown lines of a table with one row per layer and one column per prior: `cell(model, l)` in each."""
     L = next(iter(models.values()))["n_layers"]
-    for l in range(L):
-        cells = []
-        for p in priors:
-            m = models[p]
-            cell = three(curve(m, key, l), spec)
-            if full and r2(m, l) < R2_OK:
-                cell += " †"
-            cells.append(cell)
-        out.append(f"| {l + 1} | " + " | ".join(cells) + " |")
+    rows = [[str(l + 1), *(cell(m, l) for m in models.values())] for l in range(L)]
+    return markdown(["layer", *(short(p) for p in models)], rows).splitlines()
+
+
+def layer_table(models: dict, key: str, spec: str, full: bool) -> list[str]:
+    def cell(m: dict, l: int) -> str:
+        return three(curve(m, key, l), spec) + (" †" if full and r2(m, l) < R2_OK else "")
+
+    out = per_layer(models, cell)
+    L = next(iter(models.values()))["n_layers"]
     if key == "rescaling":
         for name, layers in (("product 1–2", range(2)), ("product 1–6", range(L - 1)), (f"product 1–{L}", range(L))):
-            out.append(f"| {name} | " + " | ".join(three(product(models[p], layers), ".3f") for p in priors) + " |")
+            out.append(f"| {name} | " + " | ".join(three(product(m, layers), ".3f") for m in models.values()) + " |")
     return out
 
 
@@ -111,16 +114,8 @@ def omega_table(models: dict, full: bool) -> list[str]:
         + (" and that of its DIAG projection (every layer replaced)" if full else "")
         + ":",
         "",
-        "| layer | " + " | ".join(short(p) for p in priors) + " |",
-        "|---|" + "---|" * len(priors),
     ]
-    L = next(iter(models.values()))["n_layers"]
-    for l in range(L):
-        cells = []
-        for p in priors:
-            w = models[p]["omegas"]["omega"][l]
-            cells.append(f"{1e3 * w[1]:+.2f} / {1e3 * w[3]:+.2f}")
-        out.append(f"| {l + 1} | " + " | ".join(cells) + " |")
+    out += per_layer(models, lambda m, l: "{:+.2f} / {:+.2f}".format(*(1e3 * w for w in m["omegas"]["omega"][l][1::2])))
     cells = []
     for p in priors:
         a = models[p].get("ablation") or {}
@@ -133,19 +128,13 @@ def omega_table(models: dict, full: bool) -> list[str]:
 
 
 def r2_table(models: dict) -> list[str]:
-    priors = list(models)
-    out = ["| layer | " + " | ".join(short(p) for p in priors) + " |", "|---|" + "---|" * len(priors)]
-    L = next(iter(models.values()))["n_layers"]
-    for l in range(L):
-        cells = []
-        for p in priors:
-            m = models[p]
-            dl = (m.get("ablation") or {}).get("delta_per_layer")
-            d = dl[l] if dl else None
-            dtxt = "–" if d is None else (f"{d:+.3g}" if abs(d) < 1e3 else "blow-up")
-            cells.append(f"{r2(m, l):.3f} ({dtxt})")
-        out.append(f"| {l + 1} | " + " | ".join(cells) + " |")
-    return out
+    def cell(m: dict, l: int) -> str:
+        dl = (m.get("ablation") or {}).get("delta_per_layer")
+        d = dl[l] if dl else None
+        dtxt = "–" if d is None else (f"{d:+.3g}" if abs(d) < 1e3 else "blow-up")
+        return f"{r2(m, l):.3f} ({dtxt})"
+
+    return per_layer(models, cell)
 
 
 def summary(models: dict, full: bool) -> list[str]:
