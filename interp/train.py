@@ -105,16 +105,21 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
             cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, x_cov=cfg.x_cov, dtype=dtype, device=cfg.device
         )
     cap = None if cfg.guard == "none" else GUARD_CAP * cfg.model.d
-    if moments.fused_supported(model, draw.x):  # the kernel's training pass: the same loss, one pass
-        terms, per_seq = moments.half_squared_errors(model, draw, weight, cap)
-    else:
-        terms, per_seq = _half_squared_errors(model, draw.batch(), weight, cap)
+    terms, per_seq = _loss_terms(model, draw, weight, cap)
     if cap is None:
         return terms.mean(), 0
     kept = int(torch.isfinite(per_seq).sum())
     if kept == 0:
         return per_seq.mean(), cfg.batch
     return terms.sum() / cfg.batch, cfg.batch - kept
+
+
+def _loss_terms(model: LinearTransformer, draw, weight, cap: float | None) -> tuple[torch.Tensor, ...]:
+    """(loss terms, ℓ) of a task draw: the kernel's fused training pass where it takes the model (the same loss, one
+    pass), else the model's forward and autograd (`_half_squared_errors`)."""
+    if moments.fused_supported(model, draw.x):
+        return moments.half_squared_errors(model, draw, weight, cap)
+    return _half_squared_errors(model, draw.batch(), weight, cap)
 
 
 def _half_squared_errors(model: LinearTransformer, batch, weight, cap: float | None) -> tuple[torch.Tensor, ...]:
@@ -159,13 +164,8 @@ POLISH_STRESS, POLISH_STRESS_SCALE = 0.25, 1.15
 
 
 def _batch_half_se(model: LinearTransformer, draw, weight: torch.Tensor) -> torch.Tensor:
-    """Mean importance-weighted ½·error² [] of `model` on a task draw with weights [batch] (the fused kernel's pass
-    where it takes the model, else autograd)."""
-    weight = weight.to(draw.x.dtype)
-    if moments.fused_supported(model, draw.x):
-        return moments.half_squared_errors(model, draw, weight)[0].mean()
-    batch = draw.batch()
-    return (0.5 * (model(batch.tokens) - batch.target) ** 2 * weight).mean()
+    """Mean importance-weighted ½·error² [] of `model` on a task draw with weights [batch], unguarded."""
+    return _loss_terms(model, draw, weight.to(draw.x.dtype), None)[0].mean()
 
 
 def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rounds: int) -> list[tuple[float, float]]:
