@@ -20,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 
+import torch
+
 from interp.evalcache import EvalCache, run_loss
 from interp.evaluate import paper_value
 from interp.files import atomic_write_text
@@ -55,10 +57,10 @@ def export(cells: list[dict], out: Path, cache: EvalCache) -> list[dict]:
         arch, L, noise = c["arch"], c["layers"], c["noise"]
         dest = target(out, arch, L, noise)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        run = Run(_path(c["run"]))
-        fresh = not dest.exists() or resolve_model(dest).config != run.config() or not _same_weights(dest, run)
+        run = resolve_model(_path(c["run"]))  # the run's last checkpoint and config
+        fresh = not _holds(dest, run)
         if fresh:
-            run.export(dest)
+            Run(run.path).export(dest)
         est = run_loss(dest, N_SEQ, EVAL_SEED, cache)
         rows.append(
             dict(
@@ -69,7 +71,7 @@ def export(cells: list[dict], out: Path, cache: EvalCache) -> list[dict]:
                 seed=c["seed"],
                 seeds=len(c["seeds"]),
                 est=est,
-                cfg=run.config(),
+                cfg=run.config,
                 paper=paper_value(arch, noise, L),
             )
         )
@@ -87,10 +89,13 @@ def _path(run: str) -> Path:
     return path if path.is_absolute() or path.exists() else HERE.parent / path
 
 
-def _same_weights(dest: Path, run: Run) -> bool:
-    a, b = resolve_model(dest), resolve_model(run.path)
-    return a.step == b.step and all(
-        (x == y).all() for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values())
+def _holds(dest: Path, run) -> bool:
+    """Whether `dest` already is the export of `run` (a resolved run): the same config, step and weights."""
+    if not dest.exists():
+        return False
+    have = resolve_model(dest)
+    return (have.config, have.step) == (run.config, run.step) and all(
+        torch.equal(x, y) for x, y in zip(have.model.state_dict().values(), run.model.state_dict().values())
     )
 
 
