@@ -16,7 +16,7 @@ from interp.render import count, fixed, loss, ratio, table
 from interp.report import figures
 from interp.report.data import BASELINES, ReportData
 from interp.report.figures import Panel
-from interp.report.figures.base import _short
+from interp.report.figures.base import short_path
 from interp.report.style import ARCH_COLOR, BASELINE_STYLE, FONT, arch_label
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -167,8 +167,8 @@ def summary_text(data: ReportData) -> str:
         lines.append("* still training: the last checkpoint so far")
     if data.light:
         lines.append(
-            f"and {len(data.light)} cells of the Table 1 zoo ({', '.join(map(_short, data.light_dirs))}): their loss "
-            "and 7-layer profile, against the paper in the report's Table 1 view"
+            f"and {len(data.light)} cells of the Table 1 zoo ({', '.join(map(short_path, data.light_dirs))}): their "
+            "loss and 7-layer profile, against the paper in the report's Table 1 view"
         )
     if any(r["paper"] and not r["precise"] for r in rows):
         lines.append(NOISY_NOTE + (" (rerun without --quick)" if s.preview else ""))
@@ -266,7 +266,7 @@ def render(data: ReportData, title: str = "interp report", only=None) -> str:
         if data.light
         else ""
     )
-    sources = [_short(p) for p in (*(e.path for e in data.entries), *data.light_dirs)]
+    sources = [short_path(p) for p in (*(e.path for e in data.entries), *data.light_dirs)]
     return "\n".join(
         [
             "<!DOCTYPE html>",

@@ -182,7 +182,7 @@ def _priors(data: ReportData) -> list[str]:
     return list(dict.fromkeys(e.noise for e in data.entries))
 
 
-def _short(path: str) -> str:
+def short_path(path: str) -> str:
     """A model path relative to the working directory when it lies below it."""
     try:
         return str(Path(path).resolve().relative_to(Path.cwd()))

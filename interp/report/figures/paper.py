@@ -21,10 +21,10 @@ from interp.report.figures.base import (
     _level,
     _pos,
     _priors,
-    _short,
     _slug,
     _subplots,
     _title,
+    short_path,
     view,
 )
 from interp.report.groups import (
@@ -272,7 +272,7 @@ def _table1_cell(data: ReportData, e: Entry | None, prior: str, arch: str, L: in
         f"{head}<br>ours {_fmt(est.mean, '.4g')} ± {_fmt(est.stderr, '.2g')} ({est.n_seq:,} seq.)<br>ours / paper "
         + (f"{_fmt(ratio, '.3g')} ± {_fmt(est.stderr / paper, '.2g')}" if ratio is not None else "–")
         + ("<br>○: standard error above 10% of the value" if mark else "")
-        + f"<br>seed {_fmt(e.seed)}, step {_fmt(e.step)} ({where})<br>{_short(str(e.checkpoint))}"
+        + f"<br>seed {_fmt(e.seed)}, step {_fmt(e.step)} ({where})<br>{short_path(str(e.checkpoint))}"
     )
     return z, text, hover
 
