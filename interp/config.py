@@ -389,6 +389,18 @@ class TrainConfig:
         "int",
         metavar="ROUNDS",
     )
+    # GD++ ⊂ DIAG ⊂ FULL (interp.params.nests): Adam may train a nested parameterization, whose model is then embedded
+    # exactly in the run's own for the polish and the saved checkpoints. None: the preset's (interp.presets).
+    start_as: str | None = option(
+        None,
+        "--start-as",
+        "train the Adam phase as this parameterization, one that --arch holds (gdpp in diag or full, diag in full), "
+        "with its preset's steps and lr, then embed it exactly in --arch for the polish; every checkpoint is an "
+        "--arch model (default from --preset: gdpp for DIAG and FULL from 4 layers on a noise-free prior, else --arch)",
+        "choice",
+        choices=PARAMS,
+        metavar="ARCH",
+    )
 
     def __post_init__(self) -> None:
         _check_fields(self)
@@ -418,6 +430,14 @@ class TrainConfig:
             raise InvalidArgument(f"stress_scale must be in (1, 4], got {self.stress_scale}")
         if self.polish is not None:
             _check_range("polish", self.polish, 0, 100)
+        if self.start_as is not None:
+            if self.start_as not in PARAMS:
+                raise InvalidArgument(f"start_as must be one of {', '.join(PARAMS)}, got {self.start_as!r:.60}")
+            if not params.nests(self.model.param, self.start_as):
+                raise InvalidArgument(
+                    f"start_as {self.start_as} is not nested in {self.model.param} "
+                    "(gdpp ⊂ diag ⊂ full: a run starts as its own parameterization or one it holds)"
+                )
         if self.clip is not None and not self.clip > 0:
             raise InvalidArgument(f"clip must be > 0 or null, got {self.clip}")
         elements = self.batch * (self.n + 1) * self.model.d_model
@@ -426,6 +446,11 @@ class TrainConfig:
                 f"batch {self.batch} x (n+1) {self.n + 1} x (d+1) {self.model.d_model} = {elements} token "
                 f"entries per step exceed the limit of {MAX_BATCH_ELEMENTS}"
             )
+
+    @property
+    def adam_model(self) -> ModelConfig:
+        """The model the Adam phase trains: `model` as the parameterization `start_as` (itself when None)."""
+        return dataclasses.replace(self.model, param=self.start_as or self.model.param)
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -443,6 +468,7 @@ class TrainConfig:
         data["model"] = ModelConfig.from_dict(data["model"])
         data.setdefault("stress", 0.0)  # written before the field existed: trained without it
         data.setdefault("polish", 0)  # the same
+        data.setdefault("start_as", data["model"].param)  # the same: Adam trained the run's own parameterization
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:

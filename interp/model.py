@@ -491,3 +491,22 @@ class LinearTransformer(HookedRootModule):
         """The same function as a FULL model (materialized P, Q)."""
         with torch.no_grad():
             return type(self).from_matrices(self.P.detach().clone(), self.Q.detach().clone(), dtype=self.cfg.dtype)
+
+    def embed(self, cfg: ModelConfig) -> "LinearTransformer":
+        """The same function as a model of `cfg`, whose parameterization holds this one (GD++ ⊂ DIAG ⊂ FULL,
+        interp.params.nests; the same d, layers and heads; any dtype): GD++'s q_y = 0 in DIAG, P_k and Q_k
+        materialized in FULL. Exact but for rounding to cfg's dtype."""
+        if not isinstance(cfg, ModelConfig):
+            raise InvalidType(f"cfg must be an interp.ModelConfig, got {type(cfg).__name__}")
+        if not params.nests(cfg.param, self.cfg.param):
+            raise InvalidArgument(f"a {self.arch.label} model is not a {params.of(cfg.param).label} model")
+        shape, want = (self.cfg.d, self.cfg.n_layers, self.cfg.n_heads), (cfg.d, cfg.n_layers, cfg.n_heads)
+        if shape != want:
+            raise InvalidArgument(f"(d, layers, heads) = {shape} cannot be embedded in a model of {want}")
+        out = type(self)(cfg, init=False)
+        with torch.no_grad():
+            for dst, src in zip(out.blocks, self.blocks):
+                values = src.attn.matrices() if out.arch.dense else src.attn.diag_params()
+                for name, value in zip(out.arch.weights, values):
+                    getattr(dst.attn, name).copy_(value)
+        return out.to(next(self.parameters()).device).train(self.training)

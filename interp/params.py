@@ -141,6 +141,15 @@ FULL = Full("full", "FULL", ("P", "Q"), dense=True)
 DIAG = Diag("diag", "DIAG", ("p_x", "p_y", "q_x", "q_y"), dense=False)
 GDPP = GDpp("gdpp", "GD++", ("p_x", "p_y", "q_x"), dense=False)
 ARCHS = {a.name: a for a in (FULL, DIAG, GDPP)}  # in interp.config.PARAMS's order
+# GD++ ⊂ DIAG ⊂ FULL: every model of the inner parameterization is one of the outer (GD++ is DIAG with q_y = 0, and any
+# DIAG layer's P_k, Q_k are FULL's); inner → the parameterizations that hold it, itself included.
+HELD_BY = {"gdpp": ("gdpp", "diag", "full"), "diag": ("diag", "full"), "full": ("full",)}
+
+
+def nests(outer: str, inner: str) -> bool:
+    """Whether every model of parameterization `inner` is a model of `outer` (HELD_BY)."""
+    of(outer)
+    return outer in HELD_BY[of(inner).name]
 
 
 def of(name: str) -> Parameterization:

@@ -304,7 +304,7 @@ class Run:
                 f"implies {logged}"
             )
         for saved, now, prefix in (
-            (meta["model_config"], cfg.model.to_dict(), "model."),
+            (meta["model_config"], cfg.adam_model.to_dict(), "model."),  # the model Adam trains
             (meta.get("train_config"), cfg.to_dict(), ""),
         ):  # older files: the model only
             if not isinstance(saved, dict):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from interp import kernel, moments, presets
 from interp.config import TrainConfig, check_device
 from interp.files import CheckpointError, InterpError, InvalidArgument, InvalidType, atomic_write_text
 from interp.model import LinearTransformer
-from interp.params import FULL
+from interp.params import FULL, nests
 from interp.params import of as arch_of
 from interp.run import Run, load
 from interp.tasks import draw_tasks, stressed_tasks
@@ -226,30 +227,31 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
 
 
 def _init_model(cfg: TrainConfig) -> LinearTransformer:
+    """The model the Adam phase starts from (of cfg.adam_model): drawn from torch.Generator(seed), or --init's
+    weights, embedded where the run's parameterization holds theirs, plus --init-noise."""
+    want = cfg.adam_model
     gen = torch.Generator().manual_seed(cfg.seed)
     if cfg.init is None:
-        return LinearTransformer(cfg.model, generator=gen)
+        return LinearTransformer(want, generator=gen)
     src = load(cfg.init)
-    if src.cfg.d != cfg.model.d:
-        raise InvalidArgument(f"--init: {cfg.init} has d={src.cfg.d} but the run asks for d={cfg.model.d}")
-    if src.cfg.n_layers != cfg.model.n_layers:
-        raise InvalidArgument(
-            f"--init: {cfg.init} has {src.cfg.n_layers} layers but the run asks for {cfg.model.n_layers}"
-        )
-    if arch_of(cfg.model.param) is FULL:  # a FULL run may start from any parameterization's P, Q
+    if src.cfg.d != want.d:
+        raise InvalidArgument(f"--init: {cfg.init} has d={src.cfg.d} but the run asks for d={want.d}")
+    if src.cfg.n_layers != want.n_layers:
+        raise InvalidArgument(f"--init: {cfg.init} has {src.cfg.n_layers} layers but the run asks for {want.n_layers}")
+    if src.cfg.n_heads != want.n_heads:
+        raise InvalidArgument(f"--init: {cfg.init} has {src.cfg.n_heads} heads but the run asks for {want.n_heads}")
+    if arch_of(want.param) is FULL:  # P, Q perturbed as two [L, H, D, D] draws (the order runs were trained with)
         P, Q = src.P.detach(), src.Q.detach()
-        if P.shape[1] != cfg.model.n_heads:
-            raise InvalidArgument(f"--init: {cfg.init} has {P.shape[1]} heads but the run asks for {cfg.model.n_heads}")
         P = P + cfg.init_noise * torch.randn(P.shape, generator=gen, dtype=torch.float64).to(P.dtype)
         Q = Q + cfg.init_noise * torch.randn(Q.shape, generator=gen, dtype=torch.float64).to(Q.dtype)
-        model = LinearTransformer(cfg.model, init=False)
-        model.load_state_dict(LinearTransformer.from_matrices(P, Q, dtype=cfg.model.dtype).state_dict())
-        return model
-    if src.cfg != cfg.model:
-        raise InvalidArgument(
-            f"--init: {cfg.init} is a {src.cfg.param} model with {src.cfg.n_heads} heads; "
-            f"only FULL runs start from a different parameterization"
-        )
+        return LinearTransformer.from_matrices(P, Q).embed(want)
+    if src.cfg != want:
+        if not nests(want.param, src.cfg.param):
+            raise InvalidArgument(
+                f"--init: {cfg.init} is a {src.cfg.param} model, which a {want.param} run does not hold "
+                "(gdpp ⊂ diag ⊂ full)"
+            )
+        src = src.embed(want)
     with torch.no_grad():
         for p in src.parameters():
             p.add_(cfg.init_noise * torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.dtype))
@@ -351,9 +353,12 @@ def _number(v, low: float, high: float = math.inf, closed: bool = True) -> bool:
     return ok and (low <= v if closed else low < v) and v < high
 
 
-def _param_groups(path: Path, opt: torch.optim.Optimizer, groups: list, cfg: TrainConfig, step: int) -> list[dict]:
+def _param_groups(
+    path: Path, opt: torch.optim.Optimizer, groups: list, cfg: TrainConfig, step: int, lr_scale: float = 1.0
+) -> list[dict]:
     """The resume file's optimizer settings checked against the trainer's Adam for `cfg` (a fresh `opt`): each
-    finite and in range, and equal to what the config implies (lr: the schedule's at the last update), no unknown
+    finite and in range, and equal to what the config implies (lr: the schedule's at the last update, times the
+    rollbacks' `lr_scale`), no unknown
     one; the trainer's own values are what is loaded, but for the implementation the run was trained with
     (IMPLEMENTATION: true, false or null)."""
     ref = opt.state_dict()["param_groups"]
@@ -361,7 +366,7 @@ def _param_groups(path: Path, opt: torch.optim.Optimizer, groups: list, cfg: Tra
         raise CheckpointError(
             f"{path}: resume state has {len(groups)} optimizer parameter groups; the trainer's Adam has 1"
         )
-    lr = learning_rate(cfg, step - 1) if step > 0 else cfg.lr
+    lr = learning_rate(cfg, step - 1) * lr_scale if step > 0 else cfg.lr
     out = []
     for saved, want in zip(groups, ref):
         want = {**want, "lr": lr}
@@ -404,19 +409,27 @@ def _param_groups(path: Path, opt: torch.optim.Optimizer, groups: list, cfg: Tra
 
 
 def _load_optimizer(
-    opt: torch.optim.Optimizer, model: LinearTransformer, tensors: dict, meta: dict, cfg: TrainConfig, path: Path
+    opt: torch.optim.Optimizer,
+    model: LinearTransformer,
+    tensors: dict,
+    meta: dict,
+    cfg: TrainConfig,
+    path: Path,
+    lr_scale: float = 1.0,
 ) -> None:
     """Load the resume file's Adam state into the fresh `opt` of `model`, every part checked first (a tensor of the
     wrong shape reaches the fused kernel's raw pointers, and a missing one restarts Adam silently)."""
     state = _optimizer_state(path, model, tensors, meta["step"])
-    groups = _param_groups(path, opt, meta["param_groups"], cfg, meta["step"])
+    groups = _param_groups(path, opt, meta["param_groups"], cfg, meta["step"], lr_scale)
     try:
         opt.load_state_dict({"state": state, "param_groups": groups})
     except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as err:
         raise CheckpointError(f"{path}: unusable optimizer state ({err})") from None
 
 
-def _save_resume(run: Run, cfg: TrainConfig, model, opt, gen: torch.Generator, step: int, window: list[float]) -> None:
+def _save_resume(
+    run: Run, cfg: TrainConfig, model, opt, gen: torch.Generator, step: int, window: list[float], lr_scale: float = 1.0
+) -> None:
     tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
     opt_t, groups = _optimizer_tensors(opt)
     tensors.update(opt_t)
@@ -428,6 +441,8 @@ def _save_resume(run: Run, cfg: TrainConfig, model, opt, gen: torch.Generator, s
         "window": window,
         "train_config": cfg.to_dict(),
     }
+    if lr_scale != 1.0:  # after a rollback (MAX_ROLLBACKS); runs that never rolled back keep their files as before
+        meta["lr_scale"] = lr_scale
     run.write_resume(tensors, meta)
 
 
@@ -497,6 +512,63 @@ def kernel_takes(cfg: TrainConfig) -> bool:
     return cfg.device == "cpu" and kernel.available() and kernel.row_length(cfg.model.d + 2) is not None
 
 
+@dataclass
+class _AdamState:
+    """Where the Adam phase stands: its model (of cfg.adam_model), optimizer, data stream, step, the losses since the
+    last log line and the factor on the schedule's lr (halved by each rollback, MAX_ROLLBACKS)."""
+
+    model: LinearTransformer
+    opt: torch.optim.Optimizer
+    gen: torch.Generator
+    step: int
+    window: list[float]
+    lr_scale: float
+
+
+class _Diverged(Exception):
+    """The Adam phase's loss or weights stopped being finite at a step (message: what, at which step)."""
+
+
+# A diverged Adam phase goes back to its last resume state (or its init) with half the learning rate, at most this many
+# times before it stops: DIAG-7 on uniform:1 (seed 1, the preset's peak 8e-3) overflowed on 1 748 of 2 048 sequences at
+# step 3 679 of 14 000 where seeds 0 trained (experiments/results/presets.md, session 11). The factor is in the resume
+# state, so a resumed run replays the same rollbacks.
+MAX_ROLLBACKS = 3
+
+
+def _fresh_state(cfg: TrainConfig, run: Run, lr_scale: float) -> _AdamState:
+    """Step 0: the init, a fresh Adam, the data stream torch.Generator(seed + 1), an empty metrics log."""
+    model = _init_model(cfg).to(cfg.device)
+    gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed + 1)
+    atomic_write_text(run.metrics_path, "")
+    return _AdamState(model, adam(model.parameters(), cfg.lr), gen, 0, [], lr_scale)
+
+
+def _resumed_state(cfg: TrainConfig, run: Run, lr_scale: float | None = None) -> _AdamState:
+    """The run's resume state, every part checked (`lr_scale` replaces the saved factor: a rollback)."""
+    tensors, meta = run.read_resume(cfg)
+    saved_scale = meta.get("lr_scale", 1.0)
+    if not _number(saved_scale, 0, 1 + 1e-12, closed=False):
+        raise CheckpointError(f"{run.resume_path}: lr_scale is {saved_scale!r:.60}; it must be a number in (0, 1]")
+    weights = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
+    model = ck.model_from_tensors(run.resume_path, weights, meta["model_config"]).to(cfg.device)
+    opt = adam(model.parameters(), cfg.lr)
+    _load_optimizer(opt, model, tensors, meta, cfg, run.resume_path, saved_scale)
+    gen = torch.Generator(device=cfg.device)
+    try:
+        gen.set_state(tensors["rng.data"])
+    except RuntimeError as err:
+        raise CheckpointError(f"{run.resume_path}: unusable data RNG state ({err})") from None
+    step, window = int(meta["step"]), [float(v) for v in meta.get("window", [])]
+    run.truncate_metrics(step)
+    return _AdamState(model, opt, gen, step, window, saved_scale if lr_scale is None else lr_scale)
+
+
+def _as_run_model(model: LinearTransformer, cfg: TrainConfig) -> LinearTransformer:
+    """The Adam phase's model as the run's own (embedded when it started as a nested parameterization)."""
+    return model if model.cfg == cfg.model else model.embed(cfg.model)
+
+
 def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainResult:
     run_dir = run.path
     if resume:
@@ -511,54 +583,67 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         raise CheckpointError(f"{run_dir}: already holds files; resume that run or choose another directory")
     cfg = presets.resolve(cfg)
     check_device(cfg.device)
-    gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed + 1)
-    model = _init_model(cfg).to(cfg.device)
-    opt = adam(model.parameters(), cfg.lr)
-    start, window = 0, []
-    metrics_path = run.metrics_path
-    if resume:
-        tensors, meta = run.read_resume(cfg)
-        weights = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
-        model = ck.model_from_tensors(run.resume_path, weights, meta["model_config"]).to(cfg.device)
-        opt = adam(model.parameters(), cfg.lr)
-        _load_optimizer(opt, model, tensors, meta, cfg, run.resume_path)
-        try:
-            gen.set_state(tensors["rng.data"])
-        except RuntimeError as err:
-            raise CheckpointError(f"{run.resume_path}: unusable data RNG state ({err})") from None
-        start, window = int(meta["step"]), [float(v) for v in meta.get("window", [])]
-        run.truncate_metrics(start)
-    else:
+    if not resume:
         run.write_config(cfg)
-        atomic_write_text(metrics_path, "")
+    state = _resumed_state(cfg, run) if resume else _fresh_state(cfg, run, 1.0)
+    while True:
+        try:
+            model, mean = _adam_phase(cfg, run, state, progress)
+            break
+        except _Diverged as err:
+            scale = state.lr_scale / 2
+            last_good = _last_good(run)
+            if cfg.guard == "none" or scale < 0.5**MAX_ROLLBACKS:
+                tried = f" (after {MAX_ROLLBACKS} rollbacks, each at half the lr)" if cfg.guard != "none" else ""
+                raise TrainingDiverged(f"{err}{tried}; training stopped, last good checkpoint: {last_good}") from None
+            state = _resumed_state(cfg, run, scale) if run.has_resume() else _fresh_state(cfg, run, scale)
+            _note(f"{run_dir}: {err}; rolled back to step {state.step}, at {scale:g}× the schedule's learning rate")
+    model = _as_run_model(model, cfg)
+    if cfg.polish:  # from the resume state of the last Adam step: a run killed here restarts the phase, ends the same
+        rounds = polish(model, cfg, state.gen, cfg.polish)
+        mean = rounds[-1][1]
+    if cfg.polish or model is not state.model:  # the polished (or embedded) model is the last checkpoint
+        run.save_checkpoint(model, cfg.steps, cfg)
+    return TrainResult(model=model, run_dir=run_dir, step=cfg.steps, loss=mean)
+
+
+def _note(text: str) -> None:
+    print(f"interp: {text}", file=sys.stderr, flush=True)
+
+
+def _last_good(run: Run) -> Path | None:
+    """The latest trajectory checkpoint (every one is finite: checked before it is written)."""
+    good = run.checkpoints()
+    return good[-1][1] if good else None
+
+
+def _adam_phase(cfg: TrainConfig, run: Run, state: _AdamState, progress: bool) -> tuple[LinearTransformer, float]:
+    """Adam from `state` to cfg.steps, saving the trajectory and the resume state on the way; (the phase's model, the
+    last logging window's mean loss). _Diverged when the loss or the weights stop being finite."""
+    model, opt, gen, start = state.model, state.opt, state.gen, state.step
     run.drop_checkpoints_after(start)  # written after the resume state by a killed process
     save_at = set(checkpoint_steps(cfg.steps, cfg.n_checkpoints))
-    last_good = None
-    for s, p in run.checkpoints():
-        if s <= start:
-            last_good = p
     if start == 0 and 0 in save_at:
-        last_good = run.save_checkpoint(model, 0, cfg)
+        run.save_checkpoint(_as_run_model(model, cfg), 0, cfg)
     bar = tqdm(total=cfg.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True)
     t0, t_log, s_log = time.perf_counter(), time.perf_counter(), start
-    mean = float("nan")
+    mean, window = float("nan"), state.window
     dropped = skipped = 0  # sequences left out and updates skipped by the guard in this logging window
     params = list(model.parameters())  # once: a walk of the module tree costs ~50 µs, a 7-layer step 5-10 ms
-    with open(metrics_path, "a") as log:
+    with open(run.metrics_path, "a") as log, bar:
         for step in range(start, cfg.steps):
-            lr = learning_rate(cfg, step)
+            lr = learning_rate(cfg, step) * state.lr_scale
             for group in opt.param_groups:
                 group["lr"] = lr
             loss, n_dropped = _loss(model, cfg, gen)
             value = loss.item()
             if not math.isfinite(value) or n_dropped > cfg.batch // 2:
-                bar.close()
                 what = (
                     f"loss is {value}"
                     if n_dropped <= cfg.batch // 2
                     else f"{n_dropped} of {cfg.batch} sequences overflow"
                 )
-                raise TrainingDiverged(f"step {step + 1}: {what}; training stopped, last good checkpoint: {last_good}")
+                raise _Diverged(f"step {step + 1}: {what}")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip if cfg.clip else float("inf"))
@@ -590,18 +675,10 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
             bar.update(1)
             if done in save_at or done % cfg.resume_every == 0:
                 if not _all_finite(model):
-                    bar.close()
-                    raise TrainingDiverged(
-                        f"step {done}: weights are non-finite; training stopped, last good checkpoint: {last_good}"
-                    )
+                    raise _Diverged(f"step {done}: weights are non-finite")
                 log.flush()
                 os.fsync(log.fileno())  # the metrics a checkpoint describes are on disk before it
-                if done in save_at and not (done == cfg.steps and cfg.polish):  # the polished model is the last
-                    last_good = run.save_checkpoint(model, done, cfg)
-                _save_resume(run, cfg, model, opt, gen, done, window)
-    bar.close()
-    if cfg.polish:  # from the resume state of the last Adam step: a run killed here restarts the phase, ends the same
-        rounds = polish(model, cfg, gen, cfg.polish)
-        mean = rounds[-1][1]
-        run.save_checkpoint(model, cfg.steps, cfg)
-    return TrainResult(model=model, run_dir=run_dir, step=cfg.steps, loss=mean)
+                if done in save_at and not (done == cfg.steps and (cfg.polish or model.cfg != cfg.model)):
+                    run.save_checkpoint(_as_run_model(model, cfg), done, cfg)  # the polished last: _train
+                _save_resume(run, cfg, model, opt, gen, done, window, state.lr_scale)
+    return model, mean

@@ -155,7 +155,10 @@ def test_edited_config_is_refused_on_resume(tmp_path, monkeypatch, capsys):
     original = run.config_path.read_text()
     for edit, needle in (
         (lambda c: c["model"].update(n_layers=2), "model.n_layers: 1 in the checkpoint, 2 in the config"),
-        (lambda c: c["model"].update(param="diag"), "model.param: 'full' in the checkpoint"),
+        (
+            lambda c: (c["model"].update(param="diag"), c.update(start_as="diag")),
+            "model.param: 'full' in the checkpoint",
+        ),
         (lambda c: c.update(noise="uniform:3"), "noise: 'uniform:1' in the checkpoint"),
         (lambda c: c.update(batch=32), "batch: 16 in the checkpoint, 32 in the config"),
         (lambda c: c.update(x_cov=[[2.0, 0.0], [0.0, 1.0]]), "x_cov: None in the checkpoint, [[2.0, 0.0], [0.0, 1.0]]"),

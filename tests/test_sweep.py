@@ -47,8 +47,8 @@ def dying_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = 0) -> 
             tr = sys.modules["interp.train"]  # (the attribute interp.train is the function)
             save = tr._save_resume
 
-            def save_then_die(run, cfg, model, opt, gen, step, window):
-                save(run, cfg, model, opt, gen, step, window)
+            def save_then_die(run, cfg, model, opt, gen, step, *rest):
+                save(run, cfg, model, opt, gen, step, *rest)
                 if step >= KILL_AT:
                     os.kill(os.getpid(), signal.SIGKILL)
 

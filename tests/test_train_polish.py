@@ -35,8 +35,11 @@ def test_noise_free_prior_resolves_float64_and_the_polish():
             for noise in ("uniform:0", "fixed:0"):
                 cfg = resolve(TrainConfig(model=ModelConfig(n_layers=L, param=param), noise=noise))
                 assert (cfg.polish, cfg.model.dtype) == (NOISE_FREE_POLISH, "float64") == (4, "float64")
-                # the rest of the preset is what it is on any other prior
-                other = resolve(TrainConfig(model=ModelConfig(n_layers=L, param=param), noise="fixed:0.5"))
+                # from 4 layers DIAG and FULL train as GD++ (NOISE_FREE_NEST), with GD++'s preset
+                assert cfg.start_as == ("gdpp" if L >= 4 else param)
+                # the rest of the preset is what it is on any other prior, for the parameterization Adam trains
+                other = resolve(TrainConfig(model=ModelConfig(n_layers=L, param=cfg.start_as), noise="fixed:0.5"))
+                assert other.start_as == cfg.start_as or L < 4
                 assert (cfg.steps, cfg.lr, cfg.schedule) == (other.steps, other.lr, other.schedule)
     for noise in ("uniform:1", "uniform:5", "fixed:0.5", "categorical:1,3", "categorical:0,1"):  # noisy: unchanged
         cfg = resolve(TrainConfig(model=ModelConfig(n_layers=5, param="gdpp"), noise=noise))
