@@ -389,13 +389,13 @@ class TrainConfig:
         "int",
         metavar="ROUNDS",
     )
-    # GD++ ⊂ DIAG ⊂ FULL (interp.params.nests): Adam may train a nested parameterization, whose model is then embedded
-    # exactly in the run's own for the polish and the saved checkpoints. None: the preset's (interp.presets).
+    # GD++ ⊂ DIAG ⊂ FULL (interp.params.nests): Adam and the polish may train a nested parameterization, whose model is
+    # embedded exactly in the run's own for the saved checkpoints. None: the preset's (interp.presets).
     start_as: str | None = option(
         None,
         "--start-as",
-        "train the Adam phase as this parameterization, one that --arch holds (gdpp in diag or full, diag in full), "
-        "with its preset's steps and lr, then embed it exactly in --arch for the polish; every checkpoint is an "
+        "train the Adam phase and the polish as this parameterization, one that --arch holds (gdpp in diag or full, "
+        "diag in full), with its preset's steps and lr, then embed the model exactly in --arch; every checkpoint is an "
         "--arch model (default from --preset: gdpp for DIAG and FULL from 4 layers on a noise-free prior, else --arch)",
         "choice",
         choices=PARAMS,

@@ -598,10 +598,10 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
                 raise TrainingDiverged(f"{err}{tried}; training stopped, last good checkpoint: {last_good}") from None
             state = _resumed_state(cfg, run, scale) if run.has_resume() else _fresh_state(cfg, run, scale)
             _note(f"{run_dir}: {err}; rolled back to step {state.step}, at {scale:g}× the schedule's learning rate")
-    model = _as_run_model(model, cfg)
     if cfg.polish:  # from the resume state of the last Adam step: a run killed here restarts the phase, ends the same
-        rounds = polish(model, cfg, state.gen, cfg.polish)
+        rounds = polish(model, cfg, state.gen, cfg.polish)  # Adam's model, before it is embedded (NOISE_FREE_NEST)
         mean = rounds[-1][1]
+    model = _as_run_model(model, cfg)
     if cfg.polish or model is not state.model:  # the polished (or embedded) model is the last checkpoint
         run.save_checkpoint(model, cfg.steps, cfg)
     return TrainResult(model=model, run_dir=run_dir, step=cfg.steps, loss=mean)

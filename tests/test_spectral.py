@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from interp.config import ModelConfig
 from interp.evalset import EvalSet
+from interp.model import LinearTransformer
 from interp.probes import implicit_model, probe_model
-from interp.spectral import SpectralContext
+from interp.spectral import SpectralContext, context_spectrum, gdpp_noise_free_loss
 from tests.helpers import gd_construction, random_full
 
 torch.set_num_threads(1)
@@ -74,3 +76,38 @@ def test_probe_numbers_do_not_depend_on_the_chunk():
             equal_nan=True,
             msg=f"{section}.{key}",
         )
+
+
+def _error_matrix(model, X: torch.Tensor) -> torch.Tensor:
+    """M [batch, d, d] of a model on noise-free contexts X [batch, n, d]: its query error y_t − ŷ is wᵀ M x_t for
+    every w and x_t (the model is linear in the labels and in the query), read off with w = e_a, x_t = e_b."""
+    B, n, d = X.shape
+    eye = torch.eye(d, dtype=torch.float64)
+    tokens = torch.zeros(B, d, d, n + 1, d + 1, dtype=torch.float64)
+    tokens[..., :n, :d] = X[:, None, None]
+    tokens[..., :n, d] = torch.einsum("bni,ai->ban", X, eye)[:, :, None, :]  # y_i = ⟨e_a, x_i⟩
+    tokens[..., n, :d] = eye  # x_t = e_b
+    return eye - model(tokens.reshape(-1, n + 1, d + 1)).reshape(B, d, d)
+
+
+def test_gdpp_noise_free_loss_is_the_models_expected_error():
+    """½ E_{w, x_t}(wᵀ M x_t)² = ½ tr(M Λ Mᵀ) from the model, against the closed form on the spectrum alone, for a
+    2-head GD++ far from its init, with x ~ N(0, I) and with a full Λ."""
+    d, n = 4, 7
+    g = torch.Generator().manual_seed(0)
+    model = LinearTransformer(ModelConfig(d=d, n_layers=3, n_heads=2, param="gdpp", dtype="float64"), init=False)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(0.2 * torch.randn(p.shape, generator=g, dtype=torch.float64))
+    X = torch.randn(6, n, d, generator=g, dtype=torch.float64)
+    lam = torch.tensor([[2, 0.3, 0, 0], [0.3, 1, 0, 0], [0, 0, 0.5, 0.1], [0, 0, 0.1, 1.5]], dtype=torch.float64)
+    om = model.omegas()
+    M = _error_matrix(model, X).detach()
+    for cov in (None, lam):
+        s, u = context_spectrum(X, cov)
+        C = torch.eye(d, dtype=torch.float64) if cov is None else cov
+        torch.testing.assert_close(u.sum(-1), torch.full((6,), float(C.trace()), dtype=torch.float64))
+        direct = 0.5 * torch.einsum("kab,bc,kac->k", M, C, M)
+        assert float(direct.min()) > 1  # far from converged: every layer matters
+        closed = gdpp_noise_free_loss(om.omega_xx, om.omega_yx, s, u).detach()
+        torch.testing.assert_close(closed, direct, rtol=1e-12, atol=0)

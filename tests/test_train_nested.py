@@ -71,16 +71,20 @@ def test_start_as_must_be_nested_and_old_configs_started_as_their_own():
     assert resolve(TrainConfig(model=model, noise="uniform:0.5")).start_as == "full"
 
 
-def test_a_nested_run_is_the_nested_run_embedded(tmp_path):
-    """Without the polish, DIAG started as GD++ ends with GD++'s weights (bit for bit: the same init draws, data and
-    updates) and q_y = 0; every checkpoint on the way is a DIAG model, the resume state holds Adam's GD++."""
-    gdpp = T.train(_cfg("gdpp", "gdpp"), tmp_path / "gdpp", progress=False).model
-    diag = T.train(_cfg("diag", "gdpp"), tmp_path / "diag", progress=False).model
+def test_a_nested_run_is_the_nested_run_embedded(tmp_path, monkeypatch):
+    """DIAG started as GD++ ends with the GD++ run's weights, polish included (bit for bit: the same init draws, data,
+    updates and polish batches), and q_y = 0; every checkpoint on the way is a DIAG model, the resume state holds
+    Adam's GD++."""
+    monkeypatch.setattr(T, "POLISH_BATCH", 1024)
+    gdpp = T.train(_cfg("gdpp", "gdpp", polish=1), tmp_path / "gdpp", progress=False).model
+    diag = T.train(_cfg("diag", "gdpp", polish=1), tmp_path / "diag", progress=False).model
     assert diag.cfg.param == "diag"
     for a, b in zip(gdpp.blocks, diag.blocks):
         for name in ("p_x", "p_y", "q_x"):
             assert torch.equal(getattr(a.attn, name), getattr(b.attn, name)), name
         assert torch.equal(b.attn.q_y, torch.zeros_like(b.attn.q_y))
+    adam = ck.read_tensors(Run(tmp_path / "gdpp").resume_path)[0]
+    assert any(not torch.equal(v, gdpp.state_dict()[k[len("model.") :]]) for k, v in adam.items() if "model." in k)
     run = Run(tmp_path / "diag")
     assert len(run.checkpoints()) == 5
     for _, path in run.checkpoints():
@@ -109,9 +113,12 @@ def test_a_nested_run_killed_in_adam_resumes_to_the_same_polished_model(tmp_path
     fa, fb = (load_file(str(Run(tmp_path / k).checkpoints()[-1][1])) for k in "ab")
     assert fa.keys() == fb.keys() == {f"blocks.{l}.attn.{w}" for l in range(2) for w in ("P", "Q")}
     assert all(torch.equal(fa[k], fb[k]) for k in fa)
-    # the polish ran in FULL's own weights: the final P_k, Q_k are no longer GD++'s diagonal ones
-    P = a.P.detach()
-    assert float((P - torch.diag_embed(torch.diagonal(P, dim1=-2, dim2=-1))).abs().max()) > 0
+    # the polish ran on Adam's GD++ before the embedding: the final P_k, Q_k keep GD++'s structure (diagonal, Q's
+    # y-entry 0)
+    P, Q = a.P.detach(), a.Q.detach()
+    for M in (P, Q):
+        assert torch.equal(M, torch.diag_embed(torch.diagonal(M, dim1=-2, dim2=-1)))
+    assert float(Q[..., -1, -1].abs().max()) == 0
 
 
 def test_init_from_a_nested_parameterization(tmp_path):
