@@ -14,19 +14,9 @@ from __future__ import annotations
 import argparse
 
 import torch
+from noise_free_tail import spectra  # this directory's script: the same fresh contexts
 
-from interp.spectral import context_spectrum, gdpp_noise_free_loss
-from interp.tasks import draw_tasks
-
-CHUNK = 65_536
-
-
-def spectra(count: int, d: int, n: int, seed: int) -> torch.Tensor:
-    gen, out = torch.Generator().manual_seed(seed), []
-    for start in range(0, count, CHUNK):
-        x = draw_tasks(min(CHUNK, count - start), d, n, "uniform:0", gen, dtype=torch.float64).x
-        out.append(context_spectrum(x)[0])
-    return torch.cat(out)
+from interp.spectral import gdpp_noise_free_loss
 
 
 def main() -> None:

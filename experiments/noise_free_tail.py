@@ -24,16 +24,20 @@ ZOO = Path(__file__).resolve().parent / "zoo" / "table1" / "uniform0"
 CHUNK = 65_536
 
 
+def spectra(count: int, d: int, n: int, seed: int) -> torch.Tensor:
+    """[count, d] eigenvalues of XᵀX of `count` fresh contexts (x ~ N(0, I); drawn CHUNK at a time from seed)."""
+    gen, out = torch.Generator().manual_seed(seed), []
+    for start in range(0, count, CHUNK):
+        x = draw_tasks(min(CHUNK, count - start), d, n, "uniform:0", gen, dtype=torch.float64).x
+        out.append(context_spectrum(x)[0])
+    return torch.cat(out)
+
+
 def context_losses(model, d: int, n: int, count: int, seed: int) -> torch.Tensor:
     """[count] exact expected ½·error² of each of `count` fresh noise-free contexts (x ~ N(0, I))."""
     om = model.omegas()
-    gen, out = torch.Generator().manual_seed(seed), []
     with torch.no_grad():
-        for start in range(0, count, CHUNK):
-            draw = draw_tasks(min(CHUNK, count - start), d, n, "uniform:0", gen, dtype=torch.float64)
-            s, u = context_spectrum(draw.x)
-            out.append(gdpp_noise_free_loss(om.omega_xx.double(), om.omega_yx.double(), s, u))
-    return torch.cat(out)
+        return gdpp_noise_free_loss(om.omega_xx.double(), om.omega_yx.double(), spectra(count, d, n, seed))
 
 
 def main() -> None:

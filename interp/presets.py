@@ -61,7 +61,8 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     (FAST_LOW_NOISE; on a noise-free prior the polish and float64, NOISE_FREE_POLISH, and from 4 layers DIAG and FULL
     start as GD++, NOISE_FREE_NEST)."""
     L = cfg.model.n_layers
-    noise_free = max(as_prior(cfg.noise).values) == 0
+    sigma_max = max(as_prior(cfg.noise).values)
+    noise_free = sigma_max == 0
     if cfg.start_as is None:  # the run's own parameterization, or on a noise-free prior GD++ (NOISE_FREE_NEST)
         nest, depth = NOISE_FREE_NEST
         nested = cfg.preset == "fast" and noise_free and cfg.init is None and L >= depth
@@ -84,7 +85,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
             polish=0,
         )
         defaults.update(FAST_LONG.get((param, L), {}))
-        if max(as_prior(cfg.noise).values) <= LOW_NOISE:
+        if sigma_max <= LOW_NOISE:
             defaults.update(FAST_LOW_NOISE.get((param, L), {}))
         if noise_free and cfg.polish is None:  # noise-free: float64 and the polish
             defaults.update(polish=NOISE_FREE_POLISH)
