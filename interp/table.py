@@ -9,7 +9,9 @@ n = 20, one head, no --init, x ~ N(0, I)) are evaluated: adjusted loss of the fi
 of evaluation seed `eval_seed`. The baseline rows (ConstRR, AdaRR, TunedRR) and the Bayes floor are evaluated on the
 same sequences as the models of their column; `baseline_seq` adds rows of the baselines on that many sequences,
 labelled with the count. A cell reports the best of its seeds, as the paper does, with that seed's median and worst
-per-sequence loss. Every loss is printed with its standard error and its sequence count, and a cell is marked
+per-sequence loss; with `confirm_seq` the seed is chosen on those sequences and reported, with the baselines and the
+aims, on as many other sequences of another seed (`confirm_cells`: the minimum over seeds is biased low on the
+sequences it was chosen on). Every loss is printed with its standard error and its sequence count, and a cell is marked
 against the paper only where the standard error is within 10% of the value (interp.evaluate.precise).
 
 Above the table, the aims of the reproduction, counted from the data (`aims`): (a) cells within 10% of the paper or
@@ -183,26 +185,45 @@ def model_set(noise: str, n_seq: int, eval_seed: int) -> EvalSet:
     return EvalSet(noise, d=D, n=20, n_seq=n_seq, seed=eval_seed)
 
 
+def _run_loss(r: dict, data: EvalSet, cache: EvalCache, log: Callable[[str], None]) -> dict:
+    """LossEstimate.to_dict() of a complete run's final checkpoint on `data` (cached by checkpoint content)."""
+
+    def compute():
+        t0 = time.perf_counter()
+        model, _, digest = load_with_digest(r["checkpoint"])
+        if digest != r["digest"]:
+            raise CheckpointError(f"{r['checkpoint']}: changed since it was checked against its config; rerun")
+        est = evaluate({"m": model}, data)["m"]
+        log(f"{r['run']}: {loss_text(est.mean, est.stderr, est.n_seq)}  [{time.perf_counter() - t0:.1f}s]")
+        return est
+
+    est, _ = cached_loss(r["digest"], data, cache, compute, {"run": _where(r["run"]), "step": r["step"]})
+    return est.to_dict()
+
+
 def evaluate_runs(
     runs: list[dict], n_seq: int, eval_seed: int, cache: EvalCache, log: Callable[[str], None] = _log
 ) -> None:
     """Add mean, stderr, n_seq, median and worst of every complete run's final checkpoint to its dict."""
     for r in runs:
-        if not r["complete"]:
-            continue
+        if r["complete"]:
+            r.update(_run_loss(r, model_set(r["noise"], n_seq, eval_seed), cache, log))
 
-        def compute(r=r):
-            t0 = time.perf_counter()
-            model, _, digest = load_with_digest(r["checkpoint"])
-            if digest != r["digest"]:
-                raise CheckpointError(f"{r['checkpoint']}: changed since it was checked against its config; rerun")
-            est = evaluate({"m": model}, model_set(r["noise"], n_seq, eval_seed))["m"]
-            log(f"{r['run']}: {loss_text(est.mean, est.stderr, est.n_seq)}  [{time.perf_counter() - t0:.1f}s]")
-            return est
 
-        about = {"run": _where(r["run"]), "step": r["step"]}
-        est, _ = cached_loss(r["digest"], model_set(r["noise"], n_seq, eval_seed), cache, compute, about)
-        r.update(est.to_dict())
+def confirm_cells(cells: dict, n_seq: int, eval_seed: int, cache: EvalCache, log: Callable[[str], None] = _log) -> dict:
+    """`cells` (best_of_seeds) with each best seed reported on `n_seq` other sequences, of seed `eval_seed`.
+
+    The minimum of several seeds' noisy means is biased low on the sequences it was chosen on; on sequences the
+    choice never saw it is not. Each best run dict gets "confirm" (its estimate there); in the cells returned, "best"
+    is a copy whose mean, stderr, n_seq, median and worst are the confirmation's, with the choice's in "selection".
+    """
+    out = {}
+    for key, c in cells.items():
+        b = c["best"]
+        b["confirm"] = _run_loss(b, model_set(b["noise"], n_seq, eval_seed), cache, log)
+        chosen = {f: b[f] for f in ("mean", "stderr", "n_seq", "median", "worst")}
+        out[key] = {**c, "best": {**b, **b["confirm"], "selection": chosen}}
+    return out
 
 
 def evaluate_baselines(
@@ -321,7 +342,8 @@ def every_cell(cells: dict, runs: list[dict], universe: list[tuple]) -> list[dic
     """One row per cell, in the paper's order: the cells of `universe` (the paper's, whether run or not) and every
     cell with a run. A row has the cell (arch, layers, noise, key), the paper's value, the seeds still training and,
     unless pending (no complete run), the best seed's run, seed, mean, stderr, n_seq, median, worst, ratio to the
-    paper (None without a paper value), whether it blew up, and the spread of the complete seeds."""
+    paper (None without a paper value), whether it blew up, and the spread of the complete seeds (with
+    confirm_cells' cells: the best seed's numbers on the confirmation sequences, the choice's in "selection")."""
     training: dict = {}
     for r in runs:
         if not r["complete"]:
@@ -345,6 +367,7 @@ def every_cell(cells: dict, runs: list[dict], universe: list[tuple]) -> list[dic
                 dominated=_dominated(b),
                 seed_means=[[r["seed"], r["mean"]] for r in c["runs"]],
                 spread=seed_spread(c["runs"]),
+                **({"selection": b["selection"]} if "selection" in b else {}),
             )
         rows.append(row)
     return rows
@@ -477,6 +500,11 @@ def render_every_cell(rows: list[dict]) -> str:
         f"median and the worst per-sequence loss of the best seed; blow-up: its worst sequence above 100·d = "
         f"{number(BLOWUP)}; ⚠: one sequence carries more than half of its mean."
     )
+    if any("selection" in r for r in rows):
+        note += (
+            " The best seed's numbers are on the confirmation sequences, the seed means (its own included) on those "
+            "it was chosen on."
+        )
     return "### Every cell\n\n" + markdown(header, lines) + f"\n\n{note}\n"
 
 
@@ -656,19 +684,33 @@ def table1(
     log: Callable[[str], None] = _log,
     quick: bool = False,
     command: str | None = None,
+    confirm_seq: int | None = None,
+    confirm_seed: int | None = None,
 ) -> tuple[str, dict]:
     """(markdown, data) of Table 1 from the runs under `roots`, restricted to the given subsets.
 
     `n_seq`: sequences per model and per baseline (default N_SEQ, QUICK_SEQ with `quick`, which marks the output as a
     preview). `baseline_seq`: also the baseline rows on that many sequences (seed `eval_seed`), labelled with the
     count. `cache`: the evaluation cache file (default ROOT/table1_evals.json of the first root; none for roots=[]).
-    `command`: the command line that made it, shown under the title. The aims and the long table cover every cell of
-    Vladymyrov et al. 2024, Table 1 in the selection (`arch`, `layers`, `noise`), run or pending.
-    `data` has every run ("runs"), the baselines per prior, their tuned parameters, the best-of-seeds cells keyed
-    "{arch}{L}|{prior}" (each with its best run, seed, mean, stderr, median, worst, ratio to the paper, blow-up flag,
-    n_complete, seed_means [[seed, mean]] and spread of the seeds' means), the keys of the pending cells and the aims.
+    `command`: the command line that made it, shown under the title. `confirm_seq`: choose each cell's best seed on
+    the `n_seq` sequences, then report it, the baseline rows, the Bayes floor and the aims on `confirm_seq` sequences
+    of seed `confirm_seed` (default eval_seed + 1; it must differ from eval_seed), which the choice never saw
+    (`confirm_cells`); the seeds' means and their spread stay those of the choice. The aims and the long table cover
+    every cell of Vladymyrov et al. 2024, Table 1 in the selection (`arch`, `layers`, `noise`), run or pending.
+    `data` has every run ("runs"), the baselines per prior (on the sequences the cells are reported on; with
+    `confirm_seq`, also "baselines_selection" and "confirm": its n_seq and eval_seed), their tuned parameters, the
+    best-of-seeds cells keyed "{arch}{L}|{prior}" (each with its best run, seed, mean, stderr, median, worst, ratio to
+    the paper, blow-up flag, n_complete, seed_means [[seed, mean]], the spread of the seeds' means and, with
+    `confirm_seq`, the choice's numbers in "selection"), the keys of the pending cells and the aims.
     """
     n_seq = n_seq or (QUICK_SEQ if quick else N_SEQ)
+    if confirm_seq is not None:
+        confirm_seed = eval_seed + 1 if confirm_seed is None else confirm_seed
+        if confirm_seed == eval_seed:
+            raise InvalidArgument(
+                f"confirm_seed {confirm_seed} is the evaluation seed: the best seed must be reported on sequences "
+                "it was not chosen on (interp table --confirm-seed)"
+            )
     if isinstance(roots, (str, bytes, os.PathLike)) or not isinstance(roots, (list, tuple)):
         raise InvalidType(f"roots must be a list of directories, got {roots!r:.80}")
     roots = [as_path(r, "root") for r in roots]
@@ -695,8 +737,12 @@ def table1(
         other = evaluate_baselines(priors, baseline_seq, eval_seed, store, log)
     params = baseline_parameters(priors)
     cells = best_of_seeds(runs)
+    shown, shown_base, shown_seq = cells, base, n_seq
+    if confirm_seq is not None:
+        shown = confirm_cells(cells, confirm_seq, confirm_seed, store, log)
+        shown_base, shown_seq = evaluate_baselines(priors, confirm_seq, confirm_seed, store, log), confirm_seq
     universe = [] if baselines_only else paper_cells(arch, layers, noise)
-    every = every_cell(cells, runs, universe)
+    every = every_cell(shown, runs, universe)
     made = f"Made by `{command}`.\n\n" if command else ""
     preview = (
         f"**preview (--quick): {n_seq} sequences.** Noisy numbers for a first look, not a reproduction; a cell is "
@@ -705,22 +751,37 @@ def table1(
         else ""
     )
     extra = f"; the rows marked ({baseline_seq} seq.): the baselines on {baseline_seq} sequences" if other else ""
+    if confirm_seq is None:
+        sets = (
+            f"{n_seq} sequences of evaluation seed {eval_seed} per model and per baseline: the baselines of a column "
+            f"on its models' own sequences{extra}."
+        )
+    else:
+        sets = (
+            f"The best seed of each cell is chosen on {n_seq} sequences of evaluation seed {eval_seed} per model, "
+            f"then reported, with the baseline rows, the Bayes floor and the aims, on {confirm_seq} other sequences "
+            f"(evaluation seed {confirm_seed}), which the choice never saw, so the minimum over seeds does not "
+            f"flatter it; the seeds' means and their spread are on the choice's sequences{extra}."
+        )
     text = (
-        f"## Table 1: adjusted evaluation loss, best of seeds\n\n{made}{preview}"
-        f"{n_seq} sequences of evaluation seed {eval_seed} per model and per baseline: the baselines of a column "
-        f"on its models' own sequences{extra}.\n\n"
-        + render(cells, base, runs, priors, layers, arch, baselines_only, other, baseline_seq, every)
+        f"## Table 1: adjusted evaluation loss, best of seeds\n\n{made}{preview}{sets}\n\n"
+        + render(shown, shown_base, runs, priors, layers, arch, baselines_only, other, baseline_seq, every)
         + "\n### Tuned baseline parameters\n\n"
         + render_parameters(params)
         + "\n### The Bayes floor beside the paper's best entries\n\n"
-        + render_floor(base, priors, n_seq)
+        + render_floor(shown_base, priors, shown_seq)
     )
     data = dict(
         preview=quick,
         n_seq=n_seq,
         eval_seed=eval_seed,
         runs=runs,
-        baselines=base,
+        baselines=shown_base,
+        **(
+            {"confirm": dict(n_seq=confirm_seq, eval_seed=confirm_seed), "baselines_selection": base}
+            if confirm_seq
+            else {}
+        ),
         baseline_params=params,
         **({"baselines_other": {"n_seq": baseline_seq, "baselines": other}} if other else {}),
         cells={r["key"]: _cell_data(r, cells) for r in every if not r["pending"]},
@@ -740,4 +801,5 @@ def _cell_data(row: dict, cells: dict) -> dict:
         seed_means=row["seed_means"],
         spread=row["spread"],
         training=row["training"],
+        **({"selection": row["selection"]} if "selection" in row else {}),
     )

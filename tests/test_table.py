@@ -150,3 +150,56 @@ def test_an_edited_cache_value_is_not_printed(zoo, tmp_path):
     printed = text.replace(str(zoo), "")  # (tmp paths hold "-1")
     assert again["cells"] == first["cells"] and not re.search(r"(?<![0-9e])-1(?![0-9])", printed)  # (1e-10 may show)
     assert any("warning" in line and str(cache) in line and "check" in line for line in logs)
+
+
+@pytest.fixture(scope="module")
+def two_seeds(tmp_path_factory) -> Path:
+    """Two seeds of one tiny Table 1 cell (DIAG, one layer, uniform:5)."""
+    root = tmp_path_factory.mktemp("seeds") / "root"
+    for seed in (0, 1):
+        cfg = TrainConfig(
+            model=ModelConfig(n_layers=1, param="diag"),
+            noise="uniform:5",
+            steps=4,
+            batch=64,
+            n_checkpoints=2,
+            seed=seed,
+        )
+        train(cfg, root / f"diag1_s{seed}", progress=False)
+    return root
+
+
+def test_confirm_reports_the_seed_chosen_on_one_sample_on_another(two_seeds, tmp_path):
+    cache = tmp_path / "c.json"
+    _, chosen = table1([two_seeds], n_seq=300, cache=cache, log=lambda text: None)
+    text, data = table1([two_seeds], n_seq=300, confirm_seq=700, cache=cache, log=lambda text: None)
+    cell, pick = data["cells"]["diag1|uniform:5"], chosen["cells"]["diag1|uniform:5"]
+    assert cell["best_seed"] == pick["best_seed"] and cell["seed_means"] == pick["seed_means"]  # chosen on seed 0's
+    model = Run(two_seeds / f"diag1_s{pick['best_seed']}").load()[0]
+    other = EvalSet("uniform:5", n_seq=700, seed=1)  # the confirmation: eval seed + 1
+    assert {k: cell[k] for k in ("mean", "stderr", "n_seq", "median", "worst")} == evaluate({"m": model}, other)[
+        "m"
+    ].to_dict()
+    assert cell["selection"]["mean"] == pick["mean"] and cell["selection"]["n_seq"] == 300
+    assert cell["ratio"] == cell["mean"] / cell["paper"]  # the aims read the confirmation
+    want = evaluate(baselines("uniform:5", names=["constrr", "adarr", "tunedrr", "bayes"]), other)
+    assert data["baselines"]["uniform:5"] == {k: v.to_dict() for k, v in want.items()}
+    assert data["baselines_selection"] == chosen["baselines"] and data["confirm"] == {"n_seq": 700, "eval_seed": 1}
+    assert "chosen on 300 sequences of evaluation seed 0" in text and "on 700 other sequences" in text
+
+
+def test_a_confirmation_on_the_choices_own_seed_is_a_one_line_error(two_seeds, tmp_path, capsys):
+    code, _, err = run_cli(
+        capsys,
+        "table",
+        two_seeds,
+        "--n-seq",
+        "100",
+        "--confirm-seq",
+        "200",
+        "--confirm-seed",
+        "0",
+        "--cache",
+        tmp_path / "c.json",
+    )
+    assert code == 2 and err.count("\n") == 1 and "--confirm-seed" in err and not (tmp_path / "c.json").exists()

@@ -51,6 +51,17 @@ def add(sub) -> None:
         help="a preview on 10000 sequences (marked as such; no mark against the paper where the noise is too large)",
     )
     p.add_argument("--eval-seed", type=int, default=0, help="seed of the evaluation sequences (default 0)")
+    p.add_argument(
+        "--confirm-seq",
+        type=positive_int("--confirm-seq"),
+        help="choose each cell's best seed on the --eval-seq sequences, then report it, the baselines and the aims on "
+        "this many other sequences (e.g. 1000000; default: report on the choice's own sequences)",
+    )
+    p.add_argument(
+        "--confirm-seed",
+        type=int,
+        help="seed of the --confirm-seq sequences (default: the evaluation seed + 1; must differ from it)",
+    )
     p.add_argument("--cache", help="JSON cache of evaluations (default ROOT/table1_evals.json of the first root)")
     p.add_argument("--baselines-only", action="store_true", help="only the baseline rows and the Bayes floor")
     p.add_argument("--out", metavar="PATH", help="also write the markdown table to this file")
@@ -95,6 +106,8 @@ def cmd_table(args) -> int:
         args.baselines_only,
         quick=args.quick,
         command=command_line(args),
+        confirm_seq=args.confirm_seq,
+        confirm_seed=args.confirm_seed,
     )
     if args.out:
         write(args.out, text)
