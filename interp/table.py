@@ -37,7 +37,7 @@ from typing import Callable
 from interp.config import TrainConfig, describe_covariance
 from interp.evalcache import CACHE_FILE, EvalCache, baseline_subject, cached_loss, cached_losses
 from interp.evalset import EvalSet
-from interp.evaluate import TABLE1_COLUMNS, dominated, evaluate, paper_table, paper_value, precise
+from interp.evaluate import TABLE1_COLUMNS, dominated, paper_table, paper_value, precise
 from interp.files import CheckpointError, InvalidArgument, InvalidType, as_path, read_regular_file
 from interp.model import LinearTransformer
 from interp.params import DIAG, FULL, GDPP, Parameterization, of
@@ -185,29 +185,44 @@ def model_set(noise: str, n_seq: int, eval_seed: int) -> EvalSet:
     return EvalSet(noise, d=D, n=20, n_seq=n_seq, seed=eval_seed)
 
 
-def _run_loss(r: dict, data: EvalSet, cache: EvalCache, log: Callable[[str], None]) -> dict:
-    """LossEstimate.to_dict() of a complete run's final checkpoint on `data` (cached by checkpoint content)."""
-
-    def compute():
+def _run_losses(rs: list[dict], data: EvalSet, cache: EvalCache, log: Callable[[str], None]) -> list[dict]:
+    """LossEstimate.to_dict() of each complete run's final checkpoint on `data`, in order: from the cache (keyed by
+    checkpoint content) where it is there; the others loaded (each checked against its digest) and evaluated together
+    on one draw of the sequences, whose drawing and oracle cost more than a Table 1 model's forward pass."""
+    out = {r["run"]: cached_loss(r["digest"], data, cache, None)[0] for r in rs}
+    missing = [r for r in rs if out[r["run"]] is None]
+    if missing:
         t0 = time.perf_counter()
-        model, _, digest = load_with_digest(r["checkpoint"])
-        if digest != r["digest"]:
-            raise CheckpointError(f"{r['checkpoint']}: changed since it was checked against its config; rerun")
-        est = evaluate({"m": model}, data)["m"]
-        log(f"{r['run']}: {loss_text(est.mean, est.stderr, est.n_seq)}  [{time.perf_counter() - t0:.1f}s]")
-        return est
+        models = {}
+        for r in missing:
+            model, _, digest = load_with_digest(r["checkpoint"])
+            if digest != r["digest"]:
+                raise CheckpointError(f"{r['checkpoint']}: changed since it was checked against its config; rerun")
+            models[r["run"]] = model
+        about = {r["run"]: {"run": _where(r["run"]), "step": r["step"]} for r in missing}
+        ests, _ = cached_losses({r["run"]: r["digest"] for r in missing}, models, data, cache, about)
+        for r in missing:
+            est = out[r["run"]] = ests[r["run"]]
+            log(f"{r['run']}: {loss_text(est.mean, est.stderr, est.n_seq)}")
+        log(f"({len(missing)} runs on {data.n_seq} sequences of {data.noise.spec}: {time.perf_counter() - t0:.1f}s)")
+    return [out[r["run"]].to_dict() for r in rs]
 
-    est, _ = cached_loss(r["digest"], data, cache, compute, {"run": _where(r["run"]), "step": r["step"]})
-    return est.to_dict()
+
+def _by_prior(runs: list[dict]) -> dict[str, list[dict]]:
+    """{prior: its runs}, in the order the runs come."""
+    out: dict[str, list[dict]] = {}
+    for r in runs:
+        out.setdefault(r["noise"], []).append(r)
+    return out
 
 
 def evaluate_runs(
     runs: list[dict], n_seq: int, eval_seed: int, cache: EvalCache, log: Callable[[str], None] = _log
 ) -> None:
     """Add mean, stderr, n_seq, median and worst of every complete run's final checkpoint to its dict."""
-    for r in runs:
-        if r["complete"]:
-            r.update(_run_loss(r, model_set(r["noise"], n_seq, eval_seed), cache, log))
+    for noise, rs in _by_prior([r for r in runs if r["complete"]]).items():
+        for r, est in zip(rs, _run_losses(rs, model_set(noise, n_seq, eval_seed), cache, log)):
+            r.update(est)
 
 
 def confirm_cells(cells: dict, n_seq: int, eval_seed: int, cache: EvalCache, log: Callable[[str], None] = _log) -> dict:
@@ -217,10 +232,13 @@ def confirm_cells(cells: dict, n_seq: int, eval_seed: int, cache: EvalCache, log
     choice never saw it is not. Each best run dict gets "confirm" (its estimate there); in the cells returned, "best"
     is a copy whose mean, stderr, n_seq, median and worst are the confirmation's, with the choice's in "selection".
     """
+    best = [c["best"] for c in cells.values()]
+    for noise, rs in _by_prior(best).items():
+        for r, est in zip(rs, _run_losses(rs, model_set(noise, n_seq, eval_seed), cache, log)):
+            r["confirm"] = est
     out = {}
     for key, c in cells.items():
         b = c["best"]
-        b["confirm"] = _run_loss(b, model_set(b["noise"], n_seq, eval_seed), cache, log)
         chosen = {f: b[f] for f in ("mean", "stderr", "n_seq", "median", "worst")}
         out[key] = {**c, "best": {**b, **b["confirm"], "selection": chosen}}
     return out

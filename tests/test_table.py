@@ -175,6 +175,10 @@ def test_confirm_reports_the_seed_chosen_on_one_sample_on_another(two_seeds, tmp
     text, data = table1([two_seeds], n_seq=300, confirm_seq=700, cache=cache, log=lambda text: None)
     cell, pick = data["cells"]["diag1|uniform:5"], chosen["cells"]["diag1|uniform:5"]
     assert cell["best_seed"] == pick["best_seed"] and cell["seed_means"] == pick["seed_means"]  # chosen on seed 0's
+    chosen_on = EvalSet("uniform:5", n_seq=300, seed=0)
+    for seed, mean in pick["seed_means"]:  # the two seeds, evaluated together on one draw: each as if alone
+        alone = evaluate({"m": Run(two_seeds / f"diag1_s{seed}").load()[0]}, chosen_on)["m"]
+        assert mean == alone.mean
     model = Run(two_seeds / f"diag1_s{pick['best_seed']}").load()[0]
     other = EvalSet("uniform:5", n_seq=700, seed=1)  # the confirmation: eval seed + 1
     assert {k: cell[k] for k in ("mean", "stderr", "n_seq", "median", "worst")} == evaluate({"m": model}, other)[
