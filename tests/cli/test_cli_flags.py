@@ -60,7 +60,7 @@ def test_the_spellings_chosen():
     assert seqs == {
         "train": [],
         "sweep": ["--eval-seq"],
-        "table": ["--baseline-seq", "--eval-seq"],
+        "table": ["--baseline-seq", "--confirm-seq", "--eval-seq"],
         "eval": ["--eval-seq", "--profile-seq"],
         "probe": ["--ablation-seq", "--fit-seq", "--probe-seq"],
         "drift": ["--eval-seq", "--fit-seq"],
@@ -71,7 +71,7 @@ def test_the_spellings_chosen():
     assert seeds == {
         "train": ["--seed"],
         "sweep": ["--seed", "--seeds"],  # a list of training seeds; --seed too, as in interp train
-        "table": ["--eval-seed", "--seeds"],
+        "table": ["--confirm-seed", "--eval-seed", "--seeds"],
         "eval": ["--eval-seed"],
         "probe": ["--eval-seed"],
         "drift": ["--eval-seed"],
