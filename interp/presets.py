@@ -22,15 +22,20 @@ FAST_PEAK_LR_DIAG = {**FAST_PEAK_LR, 4: 5e-3, 5: 3e-3, 6: 8e-3, 7: 8e-3}
 FAST_PEAK_LRS = {"full": FAST_PEAK_LR, "diag": FAST_PEAK_LR_DIAG, "gdpp": FAST_PEAK_LR_DIAG}  # param → its table
 FAST_STEPS_PER_LAYER = 2000
 # FULL models from 5 layers on diverge on rare contexts (XᵀX's largest eigenvalue ≳ 75 against a median of 49, or a
-# large Σ y²) in 8 of 14 runs, measured on 10⁶ sequences. A quarter of each batch drawn at 1.4× the size
-# (importance-weighted, interp.tasks.stressed_tasks; TrainConfig.stress_scale) tamed the hardest of them, where an
-# eighth at 1.25× left two blow-ups: experiments/results/presets.md.
-FAST_STRESS = {"full": (5, 0.25)}  # param → (from this many layers, fraction of the batch)
-FAST_STRESS_SCALE = 1.4
+# large Σ y²) in 8 of 14 runs, measured on 10⁶ sequences. A stressed proposal (part of each batch drawn at 1.25-1.4×
+# the size, importance-weighted: interp.tasks.stressed_tasks; TrainConfig.stress_scale) tames them
+# (experiments/results/presets.md, session 4); FULL from 4 layers now takes FAST_LONG's below.
+FAST_STRESS_SCALE = 1.4  # the low-noise 3-layer stress's scale (FAST_LOW_NOISE), and the paper preset's unused one
 # FULL-7 keeps learning past 2000·L steps: four times the steps with an eighth of each batch stressed at 1.25× met
 # the paper's 7-layer FULL values on uniform:5 (0.0465 against 0.047) and {1,3} (0.0098 against 0.010) with no
 # blow-up in 10⁶ sequences, where the preset gave 0.0499 and 0.0130 (experiments/results/presets.md, session 4).
-FAST_LONG = {("full", 7): dict(steps=56_000, stress=0.125, stress_scale=1.25)}  # (param, L) → overrides
+# From 4 layers FULL takes the same recipe, 8 000 steps a layer: on 10⁶ sequences the 2 000·L-step preset left FULL-6
+# on uniform:7 at 0.0700 (paper 0.059) and FULL-5 on {1,3} at 0.0184 (0.016), and FULL-4 on {1,3} blew up (4.36, a
+# worst sequence of 3.9·10⁶); the long recipe gave 0.0572, 0.0143 and 0.0312 (0.032), worst sequences 25-36
+# (experiments/results/presets.md, session 12).
+FAST_LONG_FROM = {"full": 4}  # param → from this many layers: FAST_LONG_STEPS_PER_LAYER steps and FAST_LONG's stress
+FAST_LONG_STEPS_PER_LAYER = 8000
+FAST_LONG = dict(stress=0.125, stress_scale=1.25)
 # At low noise (σ ≤ 2) 3-layer FULL and DIAG models take a large step that diverges on rare large contexts: on
 # uniform:1 the mean was carried by a few sequences (DIAG-3 0.065, FULL-3 0.084 against the paper's 0.015, worst
 # sequences 3·10³-4·10³ of 10⁵); a quarter of each batch stressed at 1.4× gave 0.0149 and 0.0151 with no blow-up
@@ -75,16 +80,16 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         )
     elif cfg.preset == "fast":
         table = FAST_PEAK_LRS[param]
-        depth, frac = FAST_STRESS.get(param, (0, 0.0))
         defaults = dict(
             steps=FAST_STEPS_PER_LAYER * max(L, 1),
             lr=table.get(L, table[6]),
             schedule="onecycle",
-            stress=frac if L >= depth else 0.0,
+            stress=0.0,
             stress_scale=FAST_STRESS_SCALE,
             polish=0,
         )
-        defaults.update(FAST_LONG.get((param, L), {}))
+        if L >= FAST_LONG_FROM.get(param, float("inf")):
+            defaults.update(steps=FAST_LONG_STEPS_PER_LAYER * L, **FAST_LONG)
         if sigma_max <= LOW_NOISE:
             defaults.update(FAST_LOW_NOISE.get((param, L), {}))
         if noise_free and cfg.polish is None:  # noise-free: float64 and the polish

@@ -35,8 +35,8 @@ def test_checkpoint_schedule_is_geometric():
 
 
 def test_presets():
-    fast = resolve(TrainConfig(model=ModelConfig(n_layers=4)))
-    assert (fast.steps, fast.lr, fast.schedule) == (8000, 2e-3, "onecycle")
+    fast = resolve(TrainConfig(model=ModelConfig(n_layers=3)))
+    assert (fast.steps, fast.lr, fast.schedule) == (6000, 4e-3, "onecycle")
     diag = resolve(TrainConfig(model=ModelConfig(n_layers=4, param="diag")))
     assert diag.lr == 5e-3  # DIAG / GD++ plateau at 4 layers with FULL's 2e-3
     # from 6 layers DIAG / GD++ take 8e-3 (2e-3 left DIAG-7 at 4x the paper on uniform:1: presets.md, session 8)
@@ -48,19 +48,27 @@ def test_presets():
     }
     paper = resolve(TrainConfig(model=ModelConfig(n_layers=4), preset="paper"))
     assert (paper.steps, paper.lr, paper.schedule, paper.batch) == (200_000, 1e-4, "constant", 2048)
-    assert learning_rate(fast, 800) == pytest.approx(2e-3)  # peak at the end of warm-up
-    assert learning_rate(fast, 7999) < 1e-5
+    assert learning_rate(fast, 600) == pytest.approx(4e-3)  # peak at the end of warm-up
+    assert learning_rate(fast, 5999) < 1e-5
     # the stressed proposal is on for FULL from 5 layers only, and never under the paper's preset
     stress = {
         (param, L): resolve(TrainConfig(model=ModelConfig(n_layers=L, param=param))).stress
         for param in ("full", "diag", "gdpp")
         for L in (4, 5, 7)
     }
-    assert stress == {(p, L): {("full", 5): 0.25, ("full", 7): 0.125}.get((p, L), 0.0) for p, L in stress}
-    # FULL-7 trains four times longer with an eighth of each batch stressed at 1.25x (presets.md, session 4)
-    full7 = resolve(TrainConfig(model=ModelConfig(n_layers=7)))
-    assert (full7.steps, full7.stress, full7.stress_scale) == (56_000, 0.125, 1.25)
-    assert resolve(TrainConfig(model=ModelConfig(n_layers=5))).stress_scale == 1.4
+    assert stress == {
+        (p, L): {("full", 4): 0.125, ("full", 5): 0.125, ("full", 7): 0.125}.get((p, L), 0.0) for p, L in stress
+    }
+    # FULL from 4 layers trains four times longer (8000 steps a layer) with an eighth of each batch stressed at 1.25x
+    # (presets.md, sessions 4 and 12); FULL-3 and DIAG keep 2000 a layer
+    long = {L: resolve(TrainConfig(model=ModelConfig(n_layers=L))) for L in (3, 4, 5, 6, 7, 8)}
+    assert {L: (c.steps, c.stress, c.stress_scale) for L, c in long.items()} == {
+        3: (6000, 0.0, 1.4),
+        **{L: (8000 * L, 0.125, 1.25) for L in (4, 5, 6, 7, 8)},
+    }
+    assert resolve(TrainConfig(model=ModelConfig(n_layers=7, param="diag"))).steps == 14_000
+    # on the noise-free prior FULL from 4 layers trains as GD++ (NOISE_FREE_NEST): GD++'s steps, not FULL's long ones
+    assert resolve(TrainConfig(model=ModelConfig(n_layers=5), noise="uniform:0")).steps == 10_000
     # low noise (largest σ <= 2): FULL-3 and DIAG-3 stress a quarter of each batch; not GD++, not at high noise
     low = {
         (p, noise): resolve(TrainConfig(model=ModelConfig(n_layers=3, param=p), noise=noise)).stress
