@@ -208,21 +208,22 @@ def _run_losses(rs: list[dict], data: EvalSet, cache: EvalCache, log: Callable[[
     return [out[r["run"]].to_dict() for r in rs]
 
 
-def _by_prior(runs: list[dict]) -> dict[str, list[dict]]:
-    """{prior: its runs}, in the order the runs come."""
-    out: dict[str, list[dict]] = {}
+def _losses_by_prior(runs: list[dict], n_seq: int, eval_seed: int, cache: EvalCache, log: Callable[[str], None]):
+    """(run, LossEstimate.to_dict()) of complete runs on `n_seq` sequences of seed `eval_seed` of each one's prior,
+    one draw per prior (`_run_losses`)."""
+    by_prior: dict[str, list[dict]] = {}
     for r in runs:
-        out.setdefault(r["noise"], []).append(r)
-    return out
+        by_prior.setdefault(r["noise"], []).append(r)
+    for noise, rs in by_prior.items():
+        yield from zip(rs, _run_losses(rs, model_set(noise, n_seq, eval_seed), cache, log))
 
 
 def evaluate_runs(
     runs: list[dict], n_seq: int, eval_seed: int, cache: EvalCache, log: Callable[[str], None] = _log
 ) -> None:
     """Add mean, stderr, n_seq, median and worst of every complete run's final checkpoint to its dict."""
-    for noise, rs in _by_prior([r for r in runs if r["complete"]]).items():
-        for r, est in zip(rs, _run_losses(rs, model_set(noise, n_seq, eval_seed), cache, log)):
-            r.update(est)
+    for r, est in _losses_by_prior([r for r in runs if r["complete"]], n_seq, eval_seed, cache, log):
+        r.update(est)
 
 
 def confirm_cells(cells: dict, n_seq: int, eval_seed: int, cache: EvalCache, log: Callable[[str], None] = _log) -> dict:
@@ -232,14 +233,12 @@ def confirm_cells(cells: dict, n_seq: int, eval_seed: int, cache: EvalCache, log
     choice never saw it is not. Each best run dict gets "confirm" (its estimate there); in the cells returned, "best"
     is a copy whose mean, stderr, n_seq, median and worst are the confirmation's, with the choice's in "selection".
     """
-    best = [c["best"] for c in cells.values()]
-    for noise, rs in _by_prior(best).items():
-        for r, est in zip(rs, _run_losses(rs, model_set(noise, n_seq, eval_seed), cache, log)):
-            r["confirm"] = est
+    for r, est in _losses_by_prior([c["best"] for c in cells.values()], n_seq, eval_seed, cache, log):
+        r["confirm"] = est
     out = {}
     for key, c in cells.items():
         b = c["best"]
-        chosen = {f: b[f] for f in ("mean", "stderr", "n_seq", "median", "worst")}
+        chosen = {f: b[f] for f in b["confirm"]}  # the same fields (LossEstimate.to_dict), on the choice's sequences
         out[key] = {**c, "best": {**b, **b["confirm"], "selection": chosen}}
     return out
 
