@@ -406,7 +406,8 @@ def _measured_choice(isa: str, cpu: str, torch_version: str) -> KernelChoice:
         train, fwd = float(cached["train_speedup"]), float(cached["forward_speedup"])
         why = f"measured on this CPU {cached.get('when', '')}".rstrip()
     else:
-        train, fwd = _measure()
+        with torch.enable_grad():  # the first caller may be an evaluation under no_grad; the timing runs backward
+            train, fwd = _measure()
         when = time.strftime("%Y-%m-%d")
         _write_choice(path, key, {"train_speedup": train, "forward_speedup": fwd, "when": when})
         why = "measured on this CPU now"

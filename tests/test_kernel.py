@@ -191,3 +191,17 @@ def test_a_missing_cache_is_measured_and_written(monkeypatch, tmp_path):
     (entry,) = stored.values()
     assert entry["train_speedup"] == pytest.approx(choice.train_speedup) and choice.train_speedup > 0
     assert choice.train == (choice.train_speedup > 1)
+
+
+@needs_kernel
+def test_the_first_choice_can_be_made_under_no_grad(monkeypatch, tmp_path):
+    """On a new machine the first model call may be an evaluation (the sweep evaluating a committed run, `interp
+    report`): the measurement times a backward pass, and must not fail inside the caller's no_grad."""
+    monkeypatch.setenv("INTERP_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("INTERP_KERNEL", raising=False)
+    moments._measured_choice.cache_clear()
+    with torch.no_grad():
+        choice = moments.kernel_choice()
+    moments._measured_choice.cache_clear()
+    assert choice.train_speedup > 0 and choice.forward_speedup > 0
+    assert (tmp_path / "kernel_choice.json").is_file()
