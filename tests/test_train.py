@@ -77,6 +77,18 @@ def test_presets():
     }
     assert low == {(p, s): 0.25 if p != "gdpp" and s in ("uniform:1", "uniform:2") else 0.0 for p, s in low}
     assert resolve(TrainConfig(model=ModelConfig(n_layers=7), preset="paper")).stress == 0.0
+    # on a noisy prior 3- and 4-layer DIAG add the float64 polish (NOISY_POLISH: it tamed their blow-ups, presets.md
+    # session 13); nothing else does, the paper's preset never, and an explicit --polish wins
+    tails = {
+        (p, L, noise): (c.polish, c.model.dtype)
+        for p in ("full", "diag", "gdpp")
+        for L in (2, 3, 4, 5)
+        for noise in ("uniform:1", "uniform:7", "categorical:1,3,5")
+        for c in [resolve(TrainConfig(model=ModelConfig(n_layers=L, param=p), noise=noise))]
+    }
+    assert tails == {k: (4, "float64") if k[:2] in (("diag", 3), ("diag", 4)) else (0, "float32") for k in tails}
+    assert resolve(TrainConfig(model=ModelConfig(n_layers=3, param="diag"), preset="paper")).polish == 0
+    assert resolve(TrainConfig(model=ModelConfig(n_layers=3, param="diag"), polish=0)).model.dtype == "float32"
 
 
 def test_training_learns_and_logs(tmp_path):
