@@ -61,19 +61,19 @@ NOISE_FREE_NEST = ("gdpp", 4)  # (the parameterization Adam trains, from this ma
 # Noisy priors, 3- and 4-layer DIAG: the y→y term compounds through the layers (the prediction grows like (Σ y²)^13 past
 # a threshold), so contexts with σ near σ_max and a large Σ y² (beyond its 10⁻⁴ quantile) blow up; Adam's guarded loss
 # log-compresses them and never learns them away. On 10⁶ sequences 5 of 8 such runs had a worst sequence of 3.5·10³ to
-# 1.4·10⁸ (DIAG-3 on uniform:7 1.16 against the paper's 0.123). The noise-free recipe's polish, in float64, tamed all 8
-# (worst 6-81) and met the paper where the run's basin allowed it (DIAG-3 uniform:7 0.1241, uniform:6 0.1209, DIAG-4
-# uniform:1 0.0056); in float32 it left them unchanged (the stressed batch overflows). It did nothing for DIAG-5 and
+# 1.4·10⁸ (DIAG-3 on uniform:7 1.16 against the paper's 0.123). The noise-free recipe's polish (run in float64; in
+# float32 it left them unchanged) tamed all 8 (worst 6-81) at the same or a lower mean, and met the paper where the
+# run's basin allowed it (DIAG-3 uniform:7 0.1241, uniform:6 0.1209, DIAG-4 uniform:1 0.0056). Training the whole run in
+# float64 instead moved Adam to other basins (DIAG-4 on {1,3,5} 0.064 → 0.092). The polish did nothing for DIAG-5 and
 # made FULL-3 on uniform:6 worse (0.124 → 0.143): presets.md, session 13.
-NOISY_POLISH = {("diag", 3), ("diag", 4)}  # (param, L) polished in float64 on a noisy prior (NOISE_FREE_POLISH rounds)
+NOISY_POLISH = {("diag", 3), ("diag", 4)}  # (param, L) → NOISE_FREE_POLISH rounds on a noisy prior, the run in float32
 
 
 def resolve(cfg: TrainConfig) -> TrainConfig:
     """Fill start_as / steps / lr / schedule / stress / polish from the preset where they were left at None: by
     architecture (start_as's, the one Adam trains) and depth, and for the fast preset also by the prior's noise level
     (FAST_LOW_NOISE; on a noise-free prior the polish and float64, NOISE_FREE_POLISH, and from 4 layers DIAG and FULL
-    start as GD++, NOISE_FREE_NEST; on a noisy prior 3- and 4-layer DIAG take the polish and float64 too,
-    NOISY_POLISH)."""
+    start as GD++, NOISE_FREE_NEST; on a noisy prior 3- and 4-layer DIAG take the polish too, NOISY_POLISH)."""
     L = cfg.model.n_layers
     sigma_max = max(as_prior(cfg.noise).values)
     noise_free = sigma_max == 0
@@ -101,8 +101,9 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
             defaults.update(steps=FAST_LONG_STEPS_PER_LAYER * L, **FAST_LONG)
         if sigma_max <= LOW_NOISE:
             defaults.update(FAST_LOW_NOISE.get((param, L), {}))
-        tail_polish = not noise_free and (param, L) in NOISY_POLISH
-        if (noise_free or tail_polish) and cfg.polish is None:  # noise-free and NOISY_POLISH: float64 and the polish
+        if not noise_free and (param, L) in NOISY_POLISH and cfg.polish is None:
+            defaults.update(polish=NOISE_FREE_POLISH)  # Adam in float32 as before; the polish runs in float64
+        if noise_free and cfg.polish is None:  # noise-free: float64 and the polish
             defaults.update(polish=NOISE_FREE_POLISH)
             if cfg.model.dtype == "float32":  # the default (a float32 run on this prior: pass --polish too)
                 cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dtype="float64"))

@@ -3,6 +3,7 @@ training setup), and an optional full-batch L-BFGS polish after Adam (`polish`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -171,13 +172,23 @@ def _batch_half_se(model: LinearTransformer, draw, weight: torch.Tensor) -> torc
 
 def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rounds: int) -> list[tuple[float, float]]:
     """`rounds` rounds of full-batch L-BFGS on `model` (in place), each on a fresh fixed draw of POLISH_BATCH sequences
-    from `gen` (cfg's prior through the stressed proposal POLISH_STRESS, in the model's dtype); [(½·MSE before,
-    after)] per round, both on a second fresh draw of the same size, the round's check batch.
+    from `gen` (cfg's prior through the stressed proposal POLISH_STRESS); [(½·MSE before, after)] per round, both on a
+    second fresh draw of the same size, the round's check batch.
 
-    A round whose result is not finite or not lower on its check batch is undone (the mean is carried by rare
-    ill-conditioned contexts, and a fixed batch's tail can be over-fitted). Deterministic given the weights and `gen`'s
-    state: a run killed during the phase restarts it from the resume state of its last Adam step and ends the same.
+    Always in float64: a float32 model is polished as a float64 copy and rounded back at the end (in float32 the
+    stressed batch's blown-up sequences overflow and no round lowers the loss: presets.md, session 13). A round whose
+    result is not finite or not lower on its check batch is undone (the mean is carried by rare ill-conditioned
+    contexts, and a fixed batch's tail can be over-fitted). Deterministic given the weights and `gen`'s state: a run
+    killed during the phase restarts it from the resume state of its last Adam step and ends the same.
     """
+    if model.cfg.dtype != "float64":
+        wide = LinearTransformer(dataclasses.replace(model.cfg, dtype="float64")).to(cfg.device)
+        wide.load_state_dict(model.state_dict())
+        out = polish(wide, cfg, gen, rounds)
+        with torch.no_grad():
+            for p, q in zip(model.parameters(), wide.parameters()):
+                p.copy_(q)
+        return out
     params = list(model.parameters())
     out = []
     for _ in range(rounds):
@@ -191,7 +202,7 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
                 frac=POLISH_STRESS,
                 scale=POLISH_STRESS_SCALE,
                 x_cov=cfg.x_cov,
-                dtype=cfg.model.torch_dtype,
+                dtype=torch.float64,
                 device=cfg.device,
             )  # fmt: skip
             for _ in range(2)
