@@ -1,8 +1,6 @@
 """experiments/table1.py: discovers runs by their config, takes the best seed, renders paper values beside ours."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,16 +9,13 @@ from interp.config import ModelConfig, TrainConfig
 from interp.evalcache import EvalCache
 from interp.run import Run
 from interp.train import train
+from tests.helpers import experiment_script
 
 torch.set_num_threads(1)
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "table1.py"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("table1_script", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return experiment_script("table1")
 
 
 @pytest.mark.slow

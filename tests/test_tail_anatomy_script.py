@@ -1,8 +1,5 @@
 """experiments/tail_anatomy.py: per-sequence losses and context features, cross-checked against independent code."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -12,15 +9,12 @@ from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
 from interp.run import load
 from interp.train import train
-
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "tail_anatomy.py"
+from tests.helpers import experiment_script
 
 
 def test_tail_anatomy_losses_features_and_scan(tmp_path):
     torch.set_num_threads(1)
-    spec = importlib.util.spec_from_file_location("tail_anatomy", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = experiment_script("tail_anatomy")
     cfg = TrainConfig(model=ModelConfig(d=3, n_layers=2, param="diag"), noise="uniform:2", steps=30, batch=256)
     run = tmp_path / "run"
     train(cfg, run, progress=False)

@@ -1,8 +1,5 @@
 """experiments/tail_check.py: the table's evaluation sequences, then a second, disjoint set for the tail."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -11,15 +8,12 @@ from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
 from interp.run import load
 from interp.train import train
-
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "tail_check.py"
+from tests.helpers import experiment_script
 
 
 def test_tail_check_measures_on_the_run_prior_and_two_seeds(tmp_path):
     torch.set_num_threads(1)
-    spec = importlib.util.spec_from_file_location("tail_check", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = experiment_script("tail_check")
     cfg = TrainConfig(
         model=ModelConfig(d=3, n_layers=1, param="diag"), noise="categorical:1,3", steps=30, batch=256, n_checkpoints=2
     )
