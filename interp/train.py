@@ -182,7 +182,7 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
     killed during the phase restarts it from the resume state of its last Adam step and ends the same.
     """
     if model.cfg.dtype != "float64":
-        wide = LinearTransformer(dataclasses.replace(model.cfg, dtype="float64")).to(cfg.device)
+        wide = LinearTransformer(dataclasses.replace(model.cfg, dtype="float64"), init=False).to(cfg.device)
         wide.load_state_dict(model.state_dict())
         out = polish(wide, cfg, gen, rounds)
         with torch.no_grad():
