@@ -17,9 +17,8 @@ from pathlib import Path
 
 import torch
 
-from interp.baselines import oracle_predict
 from interp.evalset import EvalSet
-from interp.evaluate import as_predictor, half_se
+from interp.evaluate import ScoredSet, adjusted_losses, as_predictor
 from interp.run import Run, load
 from interp.tasks import TaskBatch
 from interp.train import GUARD_CAP
@@ -40,12 +39,12 @@ def anatomy(run: Path, n_seq: int, seed: int) -> dict:
     """Per-sequence adjusted losses D [n_seq] and features F [n_seq, 6] of `run` on its prior, and the y-scale scan
     [(t, prediction)] of its worst sequence."""
     cfg = Run(run).config()
-    predict = as_predictor(load(run))
+    model = load(run)
+    predict = as_predictor(model)
     data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=n_seq, seed=seed, x_cov=cfg.x_cov)
     feats, diffs, worst = [], [], None
-    for b in data.batches():
-        with torch.no_grad():
-            diff = (half_se(predict(b), b.target) - half_se(oracle_predict(b), b.target)).double()
+    for b in data.batches():  # batch by batch, so that 10⁶ sequences are never held at once
+        diff = adjusted_losses({"m": model}, ScoredSet.of_batches([b]))["m"].double()
         feats.append(features(b))
         diffs.append(diff)
         i = int(diff.argmax())
