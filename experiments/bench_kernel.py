@@ -147,8 +147,8 @@ def main() -> None:
         return f"{med[base] / med[k]:.2f}x" if base in med else ""
 
     caps = {k: os.environ[k] for k in ISA_CAPS if k in os.environ}  # an ISA capped below the CPU's own
-    cmd = " ".join(f"{k}={v}" for k, v in caps.items())
-    cmd += f" OMP_NUM_THREADS={args.threads} python experiments/bench_kernel.py --threads {args.threads}"
+    cmd = " ".join([*(f"{k}={v}" for k, v in caps.items()), f"OMP_NUM_THREADS={args.threads}"])
+    cmd += f" python experiments/bench_kernel.py --threads {args.threads}"
     cmd += f" --steps {args.steps}" + (" --no-compile" if args.no_compile else "")
     lines = [
         f"### {time.strftime('%Y-%m-%d')}: {info['cpu']}, torch CPU capability {info['cpu_capability']}"
