@@ -1,5 +1,6 @@
-"""The files of a sweep root worth committing: each complete run's config and final checkpoint (its whole trajectory
-for the drift study's runs), nothing of unfinished runs, no resume state, lock or metrics log.
+"""The files of a sweep root worth committing: each complete run's config, its machine record (which CPU and training
+path trained it: interp.run.Run.trained_on) and its final checkpoint (its whole trajectory for the drift study's runs),
+nothing of unfinished runs, no resume state, lock or metrics log.
 
     git add -f $(python experiments/grid_files.py experiments/table1_grid)
 
@@ -28,6 +29,8 @@ def main() -> None:
         ckpts = [p for _, p in run.checkpoints()]
         keep = ckpts if run_dir.name.startswith(TRAJECTORY) else ckpts[-1:]
         print(run.config_path)
+        if run.trained_on_path.is_file():
+            print(run.trained_on_path)
         for p in keep:
             print(p)
 

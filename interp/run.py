@@ -5,6 +5,7 @@ Layout (Run alone knows these names):
   checkpoints/step_{step:07d}.safetensors   the geometric trajectory (model weights only)
   resume.safetensors                        the latest full state: weights, Adam state, data RNG, the config
   metrics.jsonl                             one JSON line per logged step
+  trained_on.jsonl                          one JSON line per training segment: from which step, on what machine and path
   .lock                                     the writer lock (an OS lock: it dies with its process); holds the PID
 
 One writer at a time: `with run.lock():` holds an exclusive flock on .lock and refuses a second writer in
@@ -59,6 +60,7 @@ class Run:
     CONFIG_FILE = "config.json"
     RESUME_FILE = "resume.safetensors"
     METRICS_FILE = "metrics.jsonl"
+    TRAINED_ON_FILE = "trained_on.jsonl"
     CKPT_DIR = "checkpoints"
     LOCK_FILE = ".lock"
 
@@ -87,6 +89,10 @@ class Run:
     @property
     def metrics_path(self) -> Path:
         return self.path / self.METRICS_FILE
+
+    @property
+    def trained_on_path(self) -> Path:
+        return self.path / self.TRAINED_ON_FILE
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -129,9 +135,11 @@ class Run:
 
     @classmethod
     def owns(cls, path: str | Path) -> "Run | None":
-        """The run whose own file (config, resume state, metrics, lock, a checkpoint) `path` is, else None."""
+        """The run whose own file (config, resume state, metrics, machine record, lock, a checkpoint) `path` is, else
+        None."""
         path = Path(os.path.abspath(path))
-        if path.name in (cls.CONFIG_FILE, cls.RESUME_FILE, cls.METRICS_FILE, cls.LOCK_FILE, cls.CKPT_DIR):
+        own = (cls.CONFIG_FILE, cls.RESUME_FILE, cls.METRICS_FILE, cls.TRAINED_ON_FILE, cls.LOCK_FILE, cls.CKPT_DIR)
+        if path.name in own:
             return cls(path.parent) if cls.is_run(path.parent) else None
         if path.parent.name == cls.CKPT_DIR and cls.is_run(path.parent.parent):
             return cls(path.parent.parent)
@@ -341,6 +349,34 @@ class Run:
         """Keep the rows up to `step` (the resume point), dropping a torn last line."""
         keep = [row for row in self.read_metrics() if row["step"] <= step]
         atomic_write_text(self.metrics_path, "".join(json.dumps(row) + "\n" for row in keep))
+
+    # ------------------------------------------------------------------ machine record
+    def trained_on(self) -> list[dict]:
+        """The training segments, in order: {"step": the first step it trained, "phase": "adam" or "polish", and the
+        machine and path (interp.train.training_path)}; [] for a run trained before interp recorded them. Bit-identical
+        weights need every segment's path, build, device and thread count to be the same as in the run reproduced."""
+        if not os.path.lexists(self.trained_on_path):
+            return []
+        text = read_regular_file(self.trained_on_path, MAX_TEXT_BYTES, "machine record").decode("utf-8", "replace")
+        rows = []
+        for i, line in enumerate(text.splitlines()):
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict) or type(row.get("step")) is not int:
+                    raise InvalidArgument("no integer 'step'")
+            except (ValueError, RecursionError) as err:
+                raise CheckpointError(f"{self.trained_on_path}: line {i + 1} is not a segment ({err})") from None
+            rows.append(row)
+        return rows
+
+    def record_trained_on(self, step: int, phase: str, machine: dict, fresh: bool = False) -> None:
+        """Note that training continues from `step` in `phase` on `machine`, replacing what the new segment replays: a
+        start from step 0 (`fresh`) every segment, Adam from `step` the Adam segments from `step` on (a killed
+        process's) and any polish, a polish the earlier polish. Written atomically."""
+        rows = [] if fresh else self.trained_on()
+        keep = [r for r in rows if r["phase"] != "polish" and (phase == "polish" or r["step"] < step)]
+        keep.append({"step": step, "phase": phase, **machine})
+        atomic_write_text(self.trained_on_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
 
     # ------------------------------------------------------------------ lock
     @contextlib.contextmanager

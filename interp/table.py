@@ -158,7 +158,12 @@ def discover(roots: list[Path], log: Callable[[str], None] = _log) -> list[dict]
                 if why:
                     log(f"skipping {run}: {path} records {why}; not tabulated")
                     continue
-                r.update(checkpoint=str(path), digest=digest)
+                try:
+                    where = machines(run)
+                except CheckpointError as err:  # the model is sound; only the note of its machine is not
+                    log(f"{run}: {err}; tabulated without its machine")
+                    where = []
+                r.update(checkpoint=str(path), digest=digest, trained_on=where)
             runs.append(r)
     key = lambda r: (r["arch"], r["layers"], r["noise"], r["seed"])  # noqa: E731
     first_done: dict = {}
@@ -169,6 +174,33 @@ def discover(roots: list[Path], log: Callable[[str], None] = _log) -> list[dict]
     return [
         r for r in runs if first_done.get(key(r), r["run"]) == r["run"] and (r["complete"] or key(r) not in first_done)
     ]
+
+
+def machines(run: Run) -> list[str]:
+    """The distinct paths and CPUs that trained `run` ("kernel avx2 on AMD EPYC (AVX2)"), in the order first used;
+    [] for a run trained before interp recorded them. Two entries: a run resumed on another machine or path, whose
+    weights no single machine reproduces bit for bit."""
+    seen = []
+    for seg in run.trained_on():
+        where = seg.get("gpu") or f"{seg.get('cpu', '?')} ({seg.get('cpu_capability', '?')})"
+        text = f"{seg.get('path', '?')} on {where}"
+        if text not in seen:
+            seen.append(text)
+    return seen
+
+
+def render_machines(runs: list[dict]) -> str:
+    """How many complete runs each training path and CPU made (a run on two counts under both, named)."""
+    done = [r for r in runs if r["complete"]]
+    counts: dict[str, int] = {}
+    for r in done:
+        for m in r.get("trained_on") or ["no record (trained before interp recorded the machine)"]:
+            counts[m] = counts.get(m, 0) + 1
+    mixed = [r["run"] for r in done if len(r.get("trained_on") or []) > 1]
+    lines = [f"- {m}: {k} run{'s' if k != 1 else ''}" for m, k in counts.items()] or ["- none"]
+    if mixed:
+        lines.append(f"- resumed on another machine or path (not reproducible bit for bit): {', '.join(mixed)}")
+    return "\n".join(lines) + "\n"
 
 
 def _where(run: str) -> str:
@@ -618,7 +650,8 @@ def render(
         + render_every_cell(every)
         + "\n### Runs still training (not evaluated)\n\n"
         + pending
-        + "\n"
+        + "\n\n### Where the runs were trained\n\n"
+        + render_machines(runs)
     )
 
 

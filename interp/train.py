@@ -523,6 +523,24 @@ def kernel_takes(cfg: TrainConfig) -> bool:
     return cfg.device == "cpu" and kernel.available() and kernel.row_length(cfg.model.d + 2) is not None
 
 
+def training_path(cfg: TrainConfig) -> dict:
+    """What trains `cfg`'s steps here: the path ("kernel <build>" or "torch"), the device (and GPU), CPU model and
+    torch's CPU capability, torch's version and thread count. Each build sums in its own vector width, so two paths give
+    the same losses to a few ulps but not the same bits, and Adam amplifies the difference over a run."""
+    on_kernel = kernel_takes(cfg) and moments.kernel_choice().train
+    out = {
+        "path": f"kernel {kernel.info()['isa']}" if on_kernel else "torch",
+        "device": cfg.device,
+        "cpu": kernel.cpu_model(),
+        "cpu_capability": kernel.cpu_capability(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+    if cfg.device.startswith("cuda"):
+        out["gpu"] = torch.cuda.get_device_name(torch.device(cfg.device))
+    return out
+
+
 @dataclass
 class _AdamState:
     """Where the Adam phase stands: its model (of cfg.adam_model), optimizer, data stream, step, the losses since the
@@ -597,7 +615,10 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
     if not resume:
         run.write_config(cfg)
     state = _resumed_state(cfg, run) if resume else _fresh_state(cfg, run, 1.0)
+    machine = training_path(cfg)
     while True:
+        if state.step < cfg.steps:
+            run.record_trained_on(state.step, "adam", machine, fresh=state.step == 0)
         try:
             model, mean = _adam_phase(cfg, run, state, progress)
             break
@@ -610,6 +631,7 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
             state = _resumed_state(cfg, run, scale) if run.has_resume() else _fresh_state(cfg, run, scale)
             _note(f"{run_dir}: {err}; rolled back to step {state.step}, at {scale:g}× the schedule's learning rate")
     if cfg.polish:  # from the resume state of the last Adam step: a run killed here restarts the phase, ends the same
+        run.record_trained_on(cfg.steps, "polish", machine)
         rounds = polish(model, cfg, state.gen, cfg.polish)  # Adam's model, before it is embedded (NOISE_FREE_NEST)
         mean = rounds[-1][1]
     model = _as_run_model(model, cfg)

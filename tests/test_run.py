@@ -382,3 +382,29 @@ def test_an_embedded_config_that_disagrees_with_its_file_is_refused(n40_run, tmp
         resolve_model(tmp_path / "c.safetensors")
     with pytest.raises(ck.InvalidArgument, match="embed_config"):
         ck.save_checkpoint(tmp_path / "d.safetensors", models[0], 0, embed_config=True)
+
+
+def test_the_machine_record_keeps_the_segments_that_made_the_weights(tmp_path):
+    """A resumed Adam segment replaces the ones it replays and any polish; a polish replaces an earlier polish; a start
+    from step 0 replaces everything; a torn or foreign line is refused naming the file."""
+    run = Run(tmp_path / "r")
+    run.path.mkdir()
+    assert run.trained_on() == []  # a run trained before interp recorded its machine
+    a, b = {"path": "kernel avx512", "threads": 1}, {"path": "kernel avx2", "threads": 1}
+    steps = lambda: [(r["step"], r["phase"], r["path"]) for r in run.trained_on()]  # noqa: E731
+    run.record_trained_on(0, "adam", a, fresh=True)
+    run.record_trained_on(500, "adam", a)
+    run.record_trained_on(1000, "adam", b)
+    run.record_trained_on(2000, "polish", b)
+    assert steps() == [(0, "adam", "kernel avx512"), (500, "adam", "kernel avx512"), (1000, "adam", "kernel avx2"),
+                       (2000, "polish", "kernel avx2")]  # fmt: skip
+    run.record_trained_on(2000, "polish", a)  # killed in the polish: it restarts from the last Adam step
+    assert steps()[-1] == (2000, "polish", "kernel avx512") and len(steps()) == 4
+    run.record_trained_on(1000, "adam", a)  # resumed from step 1000 again: that segment and the polish are replayed
+    assert steps() == [(0, "adam", "kernel avx512"), (500, "adam", "kernel avx512"), (1000, "adam", "kernel avx512")]
+    run.record_trained_on(0, "adam", b, fresh=True)
+    assert steps() == [(0, "adam", "kernel avx2")]
+    assert Run.owns(run.trained_on_path) is None  # no config yet: not a run
+    run.trained_on_path.write_text('{"step": 0, "phase": "adam"}\n[1, 2]\n')
+    with pytest.raises(CheckpointError, match=r"trained_on.jsonl: line 2 is not a segment"):
+        run.trained_on()

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 import interp
 import interp.train as T
 from interp import checkpoints as ck
+from interp import kernel
 from interp.config import ModelConfig, TrainConfig
 from interp.files import InvalidArgument
 from interp.model import LinearTransformer
@@ -113,6 +114,12 @@ def test_a_nested_run_killed_in_adam_resumes_to_the_same_polished_model(tmp_path
     fa, fb = (load_file(str(Run(tmp_path / k).checkpoints()[-1][1])) for k in "ab")
     assert fa.keys() == fb.keys() == {f"blocks.{l}.attn.{w}" for l in range(2) for w in ("P", "Q")}
     assert all(torch.equal(fa[k], fb[k]) for k in fa)
+    # the machine record: one line per segment, the killed process's Adam segment, the resumed one, the polish
+    here = T.training_path(resolve(cfg))
+    assert here["path"] in ("torch", f"kernel {kernel.info()['isa']}") and here["threads"] == torch.get_num_threads()
+    segments = lambda k: [(r.pop("step"), r.pop("phase"), r) for r in Run(tmp_path / k).trained_on()]  # noqa: E731
+    assert segments("a") == [(0, "adam", here), (120, "polish", here)]
+    assert segments("b") == [(0, "adam", here), (100, "adam", here), (120, "polish", here)]
     # the polish ran on Adam's GD++ before the embedding: the final P_k, Q_k keep GD++'s structure (diagonal, Q's
     # y-entry 0)
     P, Q = a.P.detach(), a.Q.detach()
