@@ -88,6 +88,17 @@ def test_presets():
     }
     assert tails == {k: (4 if k[:2] in (("diag", 3), ("diag", 4)) else 0, "float32") for k in tails}
     assert resolve(TrainConfig(model=ModelConfig(n_layers=3, param="diag"), preset="paper")).polish == 0
+    # on a noisy prior 3-layer DIAG peaks at 1e-2 (NOISY_PEAK_LR: at 4e-3 it settled where its first two layers make no
+    # y→x step, presets.md session 14); GD++-3, FULL-3, the noise-free prior and the paper's preset keep their lr
+    peak = {
+        (p, noise, preset): resolve(TrainConfig(model=ModelConfig(n_layers=3, param=p), noise=noise, preset=preset)).lr
+        for p in ("full", "diag", "gdpp")
+        for noise in ("uniform:0", "uniform:3", "categorical:1,3,5")
+        for preset in ("fast", "paper")
+    }
+    want = {k: 1e-4 if k[2] == "paper" else 1e-2 if k[:2] != ("diag", "uniform:0") and k[0] == "diag" else 4e-3 for k in peak}
+    assert peak == want
+    assert resolve(TrainConfig(model=ModelConfig(n_layers=3, param="diag"), noise="uniform:3", lr=2e-3)).lr == 2e-3
 
 
 def test_training_learns_and_logs(tmp_path):
