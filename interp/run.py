@@ -5,7 +5,7 @@ Layout (Run alone knows these names):
   checkpoints/step_{step:07d}.safetensors   the geometric trajectory (model weights only)
   resume.safetensors                        the latest full state: weights, Adam state, data RNG, the config
   metrics.jsonl                             one JSON line per logged step
-  trained_on.jsonl                          one JSON line per training segment: from which step, on what machine and path
+  trained_on.jsonl                          one JSON line per training segment: its first step, machine, path
   .lock                                     the writer lock (an OS lock: it dies with its process); holds the PID
 
 One writer at a time: `with run.lock():` holds an exclusive flock on .lock and refuses a second writer in

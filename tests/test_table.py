@@ -211,7 +211,8 @@ def test_a_confirmation_on_the_choices_own_seed_is_a_one_line_error(two_seeds, t
 
 def test_each_run_names_the_machine_that_trained_it(zoo, tmp_path):
     """The JSON names each run's training path and CPU from its machine record, the text counts them; a run with no
-    record (trained before interp kept one) or resumed elsewhere is said to be so; a torn record is logged, not fatal."""
+    record (trained before interp kept one) or resumed elsewhere is said to be so; a torn record is logged, not
+    fatal."""
     root = copy_of(zoo, tmp_path)
     seg = Run(root / "diag1").trained_on()[0]
     here = f"{seg['path']} on {seg['cpu']} ({seg['cpu_capability']})"
@@ -224,7 +225,10 @@ def test_each_run_names_the_machine_that_trained_it(zoo, tmp_path):
     by_run = {Path(r["run"]).name: r["trained_on"] for r in data["runs"]}
     assert by_run == {"diag1": [here, f"kernel avx512 on {seg['cpu']} (AVX512)"], "gdpp1": []}
     section = text.split("### Where the runs were trained\n\n")[1]
-    assert f"- {here}: 1 run\n" in section and "- no record (trained before interp recorded the machine): 1 run\n" in section
+    assert (
+        f"- {here}: 1 run\n" in section
+        and "- no record (trained before interp recorded the machine): 1 run\n" in section
+    )
     assert f"(not reproducible bit for bit): {root / 'diag1'}" in section
     Run(root / "gdpp1").trained_on_path.write_text("{torn")
     _, data = table1([root], n_seq=200, cache=tmp_path / "c.json", log=logs.append)
