@@ -21,7 +21,7 @@ from interp.evalset import EvalSet
 from interp.files import InvalidArgument, InvalidType
 from interp.model import LinearTransformer
 from interp.records import Record
-from interp.tasks import NoisePrior, TaskBatch, as_prior, check_batch, stressed_tasks
+from interp.tasks import NoisePrior, TaskBatch, as_prior, check_batch
 
 Predictor = Callable[[TaskBatch], Tensor]
 
@@ -205,72 +205,6 @@ def evaluate(predictors: Predictors, data: "EvalSet | ScoredSet") -> dict[str, L
 def adjusted_loss(model: "LinearTransformer | Predictor", data: "EvalSet | ScoredSet") -> LossEstimate:
     """E[½(ŷ − y_t)²] − E[½(ŷ_oracle − y_t)²] over the evaluation set, with its standard error."""
     return evaluate({"model": model}, data)["model"]
-
-
-@dataclass
-class BlowupRate(Record):
-    """The probability that one sequence of the prior is a blow-up (adjusted loss above `threshold`, or not finite),
-    estimated by importance sampling (`blowup_rate`), with its standard error and what it was estimated from."""
-
-    rate: float  # per sequence
-    stderr: float
-    n_seq: int  # sequences drawn from the proposal
-    hits: int  # of them, blow-ups (each counted with its weight p/q in `rate`)
-    threshold: float
-    scale: float
-    frac: float
-
-    def per(self, count: int) -> tuple[float, float]:
-        """(expected blow-ups, standard error) among `count` sequences of the prior."""
-        return self.rate * count, self.stderr * count
-
-
-# The proposal of blowup_rate: half the sequences at 1.1× every standard normal (w, x, x_t and ξ). The weights p/q are
-# at most 1/(1 − frac) = 2, so a hit among the plain half costs the estimate little variance. Without w scaled the
-# proposal missed 3-layer DIAG's blow-ups (large Σ y² at a typical XᵀX); at 1.2× the hits' weights spread and one
-# of them carries the estimate (presets.md, session 16).
-BLOWUP_SCALE, BLOWUP_FRAC = 1.1, 0.5
-
-
-def blowup_rate(
-    model: "LinearTransformer | Predictor",
-    noise: "str | NoisePrior",
-    d: int,
-    n: int,
-    threshold: float,
-    *,
-    n_seq: int = 1_000_000,
-    seed: int = 0,
-    scale: float = BLOWUP_SCALE,
-    frac: float = BLOWUP_FRAC,
-    x_cov: Tensor | None = None,
-    block: int = 16_384,
-) -> BlowupRate:
-    """P(adjusted loss of one sequence > threshold) under the prior (x ~ N(0, x_cov)), estimated on `n_seq`
-    sequences of the stressed proposal (interp.tasks.stressed_tasks with w scaled too, float64, torch.Generator(seed))
-    as the mean of weight·1[blow-up]; a non-finite adjusted loss is a blow-up.
-
-    A blow-up of probability 10⁻⁶ shows in a sample of 10⁶ sequences with probability 1 − 1/e, or not at all: this
-    is the rate behind that coin (aim (c) of Vladymyrov et al. 2024's Table 1 reproduction, worst of 10⁶ below 100·d).
-    """
-    if not isinstance(threshold, numbers.Real) or isinstance(threshold, bool) or not threshold > 0:
-        raise InvalidArgument(f"blowup_rate: threshold must be a number > 0, got {threshold!r:.60}")
-    if isinstance(n_seq, bool) or not isinstance(n_seq, numbers.Integral) or n_seq < 2:
-        raise InvalidArgument(f"blowup_rate: n_seq must be an int >= 2, got {n_seq!r:.60}")
-    predict = as_predictor(model)
-    gen = torch.Generator().manual_seed(seed)
-    terms, hits = [], 0
-    for start in range(0, n_seq, block):
-        size = min(block, n_seq - start)
-        draw, weight = stressed_tasks(
-            size, d, n, noise, gen, frac=frac, scale=scale, x_cov=x_cov, scale_w=True, dtype=torch.float64
-        )
-        diff = adjusted_losses({"model": predict}, ScoredSet.of_batches([draw.batch()]))["model"]
-        hit = ~(diff <= threshold)  # nan and inf included
-        hits += int(hit.sum())
-        terms.append(weight * hit)
-    t = torch.cat(terms)
-    return BlowupRate(t.mean().item(), t.std().item() / len(t) ** 0.5, len(t), hits, float(threshold), scale, frac)
 
 
 def sigma_grid(noise: "str | NoisePrior", step: float = 0.5) -> list[float]:

@@ -367,10 +367,10 @@ def draw_tasks(
 
 def _sample(
     batch, d, n, noise, generator, *, x_cov=None, query_cov=None, w_cov=None, sigma=None, _scale=None,
-    _scale_w=False, dtype=torch.float32, device="cpu",
+    dtype=torch.float32, device="cpu",
 ):  # fmt: skip
-    """(draw_tasks' draw, None); with `_scale` [batch]: x_i, x_t and ξ_i (and w, with `_scale_w`) multiplied by it,
-    and the squared norm |z|² [batch] of the standard normals they were drawn from, before scaling, in place of None."""
+    """(draw_tasks' draw, None); with `_scale` [batch]: x_i, x_t and ξ_i multiplied by it, and the squared norm
+    |z|² [batch] of the standard normals x, x_t and ξ were drawn from, before scaling, in place of None."""
     prior = as_prior(noise)
     _check_sizes(batch, d, n)
     _check_draw(generator, dtype, device)
@@ -378,8 +378,8 @@ def _sample(
     query_cov = _check_cov("query_cov", query_cov, d)
     if generator is None:
         generator = torch.Generator(device=device).manual_seed(0)
+    w, _ = _gaussian((batch, d), w_cov, generator, dtype, device)
     scale, norm = _scale, _scale is not None
-    w, zw2 = _gaussian((batch, d), w_cov, generator, dtype, device, norm and _scale_w)
     x, zx2 = _gaussian((batch, n, d), x_cov, generator, dtype, device, norm)
     x_t, zt2 = _gaussian((batch, d), x_cov if query_cov is None else query_cov, generator, dtype, device, norm)
     if sigma is None:
@@ -391,8 +391,6 @@ def _sample(
     if scale is not None:
         z2 = zx2 + zt2 + _squared_norms(xi)
         x, x_t, xi = x * scale[:, None, None], x_t * scale[:, None], xi * scale[:, None]
-        if _scale_w:
-            z2, w = z2 + zw2, w * scale[:, None]
     return TaskDraw(x, x_t, w, sigma, xi), z2
 
 
@@ -406,7 +404,6 @@ def stressed_tasks(
     frac: float,
     scale: float,
     x_cov: Tensor | None = None,
-    scale_w: bool = False,
     dtype: torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
 ) -> tuple[TaskDraw, Tensor]:
@@ -417,9 +414,6 @@ def stressed_tasks(
     size, so XᵀX's spectrum reaches c² times further out (the rare contexts on which a deep model's
     iteration diverges). With z the (n+1)·d + n standard normals behind x, x_t and ξ (D of them),
     p_c(z)/p(z) = c^(−D)·exp(½|z|²(1 − 1/c²)); weights [batch] (float64) make E_q[weight·f] = E_p[f] for any f.
-    With `scale_w` p_c scales w too (z takes its d normals): the labels y = Xw + σξ then reach c² times further,
-    where a model whose prediction is a polynomial in Σ y² blows up (interp.evaluate.blowup_rate). The draws
-    without it are unchanged.
     """
     if not (_is_real(frac) and 0 <= frac <= 1 and _is_real(scale) and 0 < scale < math.inf):
         raise InvalidArgument(
@@ -430,10 +424,8 @@ def stressed_tasks(
     pick = torch.rand(batch, generator=generator, device=device) < frac
     one = torch.ones(batch, dtype=torch.float64, device=device)
     c = torch.where(pick, one * scale, one)
-    tasks, z2 = _sample(
-        batch, d, n, noise, generator, x_cov=x_cov, _scale=c.to(dtype), _scale_w=scale_w, dtype=dtype, device=device
-    )
-    dims = (n + 1) * d + n + (d if scale_w else 0)
+    tasks, z2 = _sample(batch, d, n, noise, generator, x_cov=x_cov, _scale=c.to(dtype), dtype=dtype, device=device)
+    dims = (n + 1) * d + n
     z2 = z2 * c**2  # |z|² of the drawn (scaled) sequence
     log_ratio = -dims * math.log(scale) + 0.5 * z2 * (1 - 1 / scale**2)  # log p_c(z) / p(z)
     weight = 1.0 / ((1 - frac) + frac * torch.exp(log_ratio.clamp(max=700.0)))

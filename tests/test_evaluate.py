@@ -21,7 +21,6 @@ from interp.evaluate import (
     sigma_grid,
     sigma_profile,
 )
-from interp.files import InvalidArgument
 from interp.model import LinearTransformer
 from interp.train import train
 
@@ -158,38 +157,3 @@ def test_trained_one_layer_model_reaches_the_closed_form(tmp_path):
     assert est["model"].mean == pytest.approx(closed_adjusted, abs=0.02)
     assert est["model"].mean >= est["closed"].mean - 1e-3  # nothing beats the one-layer optimum
     assert est["model"].mean == pytest.approx(paper_value("diag", noise, 1), abs=0.03)  # Table 1: 0.906
-
-
-def test_blowup_rate_matches_a_chi_square_tail():
-    """A predictor that blows up exactly when |x_t|² > t: its blow-up rate is P(χ²_d > t), in closed form from the
-    regularized upper incomplete gamma function; the importance-sampled estimate is within 4 standard errors of it,
-    and more precise than plain counting on as many sequences would be."""
-    from interp.evaluate import blowup_rate
-
-    d, n, t = 4, 5, 30.0
-    exact = torch.special.gammaincc(torch.tensor(d / 2, dtype=torch.float64), torch.tensor(t / 2)).item()  # 4.6e-6
-
-    def predictor(batch):
-        return batch.target + 1e3 * ((batch.x_query**2).sum(-1) > t)
-
-    est = blowup_rate(predictor, "uniform:1", d, n, threshold=100.0, n_seq=200_000, seed=5, scale=1.3)
-    assert est.hits > 20 and est.n_seq == 200_000
-    assert abs(est.rate - exact) < 4 * est.stderr
-    assert est.stderr < 0.5 * (exact / est.n_seq) ** 0.5  # plain counting: a binomial's sqrt(p / N)
-    mean, se = est.per(1_000_000)
-    assert mean == est.rate * 1e6 and se == est.stderr * 1e6
-
-
-def test_blowup_rate_counts_non_finite_predictions_and_rejects_bad_arguments():
-    from interp.evaluate import blowup_rate
-
-    def nan(batch):
-        return torch.full_like(batch.target, float("nan"))
-
-    est = blowup_rate(nan, "uniform:1", 3, 4, threshold=1.0, n_seq=1000)
-    assert est.hits == 1000 and abs(est.rate - 1) < 5 * est.stderr + 1e-9
-    for bad in (0, -1.0, float("nan"), "1"):
-        with pytest.raises(InvalidArgument, match="threshold"):
-            blowup_rate(nan, "uniform:1", 3, 4, threshold=bad, n_seq=100)
-    with pytest.raises(InvalidArgument, match="n_seq"):
-        blowup_rate(nan, "uniform:1", 3, 4, threshold=1.0, n_seq=1)

@@ -149,34 +149,6 @@ def test_stressed_tasks_estimate_the_same_expectations():
         assert abs(v.mean().item() - want) < 4 * v.std().item() / len(v) ** 0.5
 
 
-def test_stressed_tasks_with_w_scaled_scale_w_too_and_weigh_it():
-    """scale_w: the same random numbers as without it, w multiplied by c on exactly the sequences whose x are, and
-    the weights p/q of the wider proposal, computed independently from Gaussian log-densities of w, x, x_t and ξ."""
-    from torch.distributions import Normal
-
-    from interp.tasks import stressed_tasks
-
-    frac, c, d, n = 0.4, 1.3, 3, 5
-    kw = dict(frac=frac, scale=c, dtype=torch.float64)
-    plain, _ = stressed_tasks(3000, d, n, "fixed:1", torch.Generator().manual_seed(3), **kw)
-    draw, weight = stressed_tasks(3000, d, n, "fixed:1", torch.Generator().manual_seed(3), scale_w=True, **kw)
-    for a in ("x", "x_query", "xi", "sigma"):
-        assert torch.equal(getattr(draw, a), getattr(plain, a))
-    g = torch.Generator().manual_seed(3)
-    picked = torch.rand(3000, generator=g) < frac  # stressed_tasks' first draw: which sequences are at c
-    assert 0.3 < picked.double().mean() < 0.5
-    c_of = torch.where(picked, torch.tensor(c, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
-    assert torch.equal(draw.w, plain.w * c_of[:, None])
-    normals = torch.cat([draw.w, draw.x.flatten(1), draw.x_query, draw.xi], dim=1)  # σ = 1: ξ is the label noise
-
-    def log_density(s):
-        scale = torch.tensor(s, dtype=torch.float64)
-        return Normal(torch.zeros((), dtype=torch.float64), scale).log_prob(normals).sum(1)
-
-    ratio = torch.exp(log_density(c) - log_density(1.0))
-    torch.testing.assert_close(weight, 1 / ((1 - frac) + frac * ratio), rtol=1e-9, atol=0)
-
-
 def test_task_draws_are_torchs_own_numbers():
     """draw_tasks draws w, x, x_t, σ, ξ in that order with torch.randn / torch.rand, bit for bit: a run's data are
     the same on every machine and backend (the kernel only reads the draw)."""
