@@ -20,6 +20,7 @@ import torch
 
 from interp.evalset import EvalSet
 from interp.evaluate import adjusted_losses
+from interp.files import atomic_write_text
 from interp.run import resolve_model
 from interp.train import GUARD_CAP
 
@@ -55,7 +56,7 @@ def main() -> int:
         lines.append(f"| `{run}` | {r['blowups']} | {per:.3g} ± {se:.2g} | {math.exp(-per):.2f} | {r['worst']:.4g} |")
         print(lines[-1], flush=True)
     if args.out:
-        args.out.write_text("\n".join(lines) + "\n")
+        atomic_write_text(args.out, "\n".join(lines) + "\n")  # never a half-written table
     return 0
 
 

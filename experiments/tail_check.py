@@ -17,6 +17,7 @@ import torch
 
 from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, ScoredSet, adjusted_losses
+from interp.files import atomic_write_text
 from interp.run import Run, load
 from interp.train import GUARD_CAP
 
@@ -81,7 +82,7 @@ def main() -> int:
         )
         print(lines[-1], flush=True)
     if args.out:
-        args.out.write_text("\n".join(lines) + "\n")
+        atomic_write_text(args.out, "\n".join(lines) + "\n")  # never a half-written table
     return 0
 
 

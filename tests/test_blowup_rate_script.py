@@ -23,3 +23,17 @@ def test_count_is_the_plain_count_of_the_run_prior_at_100_d(tmp_path, monkeypatc
     assert 100 < want < 2900 and r["blowups"] == want
     assert r["rate"] == want / 3000 and abs(r["stderr"] - want**0.5 / 3000) < 1e-12
     assert r["worst"] == diff.max().item()
+
+
+def test_main_writes_one_row_a_run(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    mod = experiment_script("blowup_rate")
+    cfg = TrainConfig(model=ModelConfig(d=3, n_layers=1, param="diag"), noise="uniform:2", steps=10, batch=64)
+    run = tmp_path / "run"
+    train(cfg, run, progress=False)
+    out = tmp_path / "rates.md"
+    monkeypatch.setattr("sys.argv", ["blowup_rate.py", str(run), "--n-seq", "2000", "--out", str(out)])
+    assert mod.main() == 0
+    rows = out.read_text().splitlines()
+    assert rows[0].startswith("| run | blow-ups in 2,000 |") and len(rows) == 3
+    assert rows[2].startswith(f"| `{run}` | 0 | 0 ± 0 | 1.00 |")  # a one-layer model does not blow up
