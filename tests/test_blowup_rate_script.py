@@ -9,14 +9,21 @@ from interp.run import load
 from interp.train import train
 from tests.helpers import experiment_script
 
+NOISE = "uniform:2"
+
+
+def _trained(tmp_path):
+    """A one-layer DIAG run (d = 3) on NOISE, trained for 20 steps, and its config."""
+    torch.set_num_threads(1)
+    cfg = TrainConfig(model=ModelConfig(d=3, n_layers=1, param="diag"), noise=NOISE, steps=20, batch=128)
+    train(cfg, tmp_path / "run", progress=False)
+    return tmp_path / "run", cfg
+
 
 def test_count_is_the_plain_count_of_the_run_prior_at_100_d(tmp_path, monkeypatch):
-    torch.set_num_threads(1)
     mod = experiment_script("blowup_rate")
-    cfg = TrainConfig(model=ModelConfig(d=3, n_layers=1, param="diag"), noise="uniform:2", steps=20, batch=128)
-    run = tmp_path / "run"
-    train(cfg, run, progress=False)
-    diff = adjusted_losses({"m": load(run)}, EvalSet("uniform:2", d=3, n=cfg.n, n_seq=3000, seed=11))["m"]
+    run, cfg = _trained(tmp_path)
+    diff = adjusted_losses({"m": load(run)}, EvalSet(NOISE, d=3, n=cfg.n, n_seq=3000, seed=11))["m"]
     monkeypatch.setattr(mod, "GUARD_CAP", 0.02)  # 100·d scaled down to 0.06, which ordinary sequences cross
     want = int((diff > 0.06).sum())
     r = mod.count(run, 3000)
@@ -26,11 +33,8 @@ def test_count_is_the_plain_count_of_the_run_prior_at_100_d(tmp_path, monkeypatc
 
 
 def test_main_writes_one_row_a_run(tmp_path, monkeypatch):
-    torch.set_num_threads(1)
     mod = experiment_script("blowup_rate")
-    cfg = TrainConfig(model=ModelConfig(d=3, n_layers=1, param="diag"), noise="uniform:2", steps=10, batch=64)
-    run = tmp_path / "run"
-    train(cfg, run, progress=False)
+    run, _ = _trained(tmp_path)
     out = tmp_path / "rates.md"
     monkeypatch.setattr("sys.argv", ["blowup_rate.py", str(run), "--n-seq", "2000", "--out", str(out)])
     assert mod.main() == 0
