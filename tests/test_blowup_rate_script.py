@@ -30,6 +30,7 @@ def test_count_is_the_plain_count_of_the_run_prior_at_100_d(tmp_path, monkeypatc
     assert 100 < want < 2900 and r["blowups"] == want
     assert r["rate"] == want / 3000 and abs(r["stderr"] - want**0.5 / 3000) < 1e-12
     assert r["worst"] == diff.max().item()
+    assert r["which"] == (diff > 0.06).nonzero().flatten().tolist()
 
 
 def test_main_writes_one_row_a_run(tmp_path, monkeypatch):
@@ -41,3 +42,14 @@ def test_main_writes_one_row_a_run(tmp_path, monkeypatch):
     rows = out.read_text().splitlines()
     assert rows[0].startswith("| run | blow-ups in 2,000 |") and len(rows) == 3
     assert rows[2].startswith(f"| `{run}` | 0 | 0 ± 0 | 1.00 |")  # a one-layer model does not blow up
+
+
+def test_which_prints_each_run_and_the_shared_sequences(tmp_path, monkeypatch, capsys):
+    mod = experiment_script("blowup_rate")
+    run, _ = _trained(tmp_path)
+    monkeypatch.setattr(mod, "GUARD_CAP", 0.02)
+    want = mod.count(run, 2000)["which"]
+    monkeypatch.setattr("sys.argv", ["blowup_rate.py", str(run), str(run), "--n-seq", "2000", "--which"])
+    assert mod.main() == 0
+    out = capsys.readouterr().out
+    assert f"{run}: {want}" in out and f"blown up in every run: {want}" in out and len(want) > 10
