@@ -35,9 +35,8 @@ def count(run: Path, n_seq: int) -> dict:
     cfg = m.config
     data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=n_seq, seed=COUNT_SEED, x_cov=cfg.x_cov)
     diff = adjusted_losses({"m": m.model}, data)["m"]
-    hit = ~(diff <= GUARD_CAP * cfg.model.d)  # nan and inf count
-    k = int(hit.sum())
-    which = hit.nonzero().flatten().tolist()  # the blown-up sequences' indices in the EvalSet
+    which = (~(diff <= GUARD_CAP * cfg.model.d)).nonzero().flatten().tolist()  # indices; nan and inf count
+    k = len(which)
     return dict(
         blowups=k, n_seq=n_seq, rate=k / n_seq, stderr=math.sqrt(k) / n_seq, worst=diff.max().item(), which=which
     )
