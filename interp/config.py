@@ -389,6 +389,19 @@ class TrainConfig:
         "int",
         metavar="ROUNDS",
     )
+    # Weight κ of the polish's tail term (interp.train.polish: κ × ½·MSE on interp.tasks.tail_tasks' large-Σ y²
+    # contexts, added to the loss of every round). None: the preset's.
+    polish_tail: float | None = option(
+        None,
+        "--polish-tail",
+        "weight of the polish's tail term: that many times the ½·MSE of 16 384 contexts at the prior's largest noise "
+        "with their labels 1.35× their size, added to each round's loss, so that a model whose prediction blows up "
+        "on large Σ y² is not kept; 0 for none (default from --preset: 1e-3 for 3- and 4-layer DIAG on a noisy "
+        "prior, else 0)",
+        "number",
+        zero=True,
+        metavar="KAPPA",
+    )
     # GD++ ⊂ DIAG ⊂ FULL (interp.params.nests): Adam and the polish may train a nested parameterization, whose model is
     # embedded exactly in the run's own for the saved checkpoints. None: the preset's (interp.presets).
     start_as: str | None = option(
@@ -430,6 +443,10 @@ class TrainConfig:
             raise InvalidArgument(f"stress_scale must be in (1, 4], got {self.stress_scale}")
         if self.polish is not None:
             _check_range("polish", self.polish, 0, 100)
+        if self.polish_tail is not None:
+            _check_range("polish_tail", self.polish_tail, 0.0, 1e6)
+            if self.polish_tail > 0 and not as_prior(self.noise).sigma_max > 0:
+                raise InvalidArgument("polish_tail must be 0 on a noise-free prior (its tail set needs σ_max > 0)")
         if self.start_as is not None:
             if self.start_as not in PARAMS:
                 raise InvalidArgument(f"start_as must be one of {', '.join(PARAMS)}, got {self.start_as!r:.60}")
@@ -468,6 +485,7 @@ class TrainConfig:
         data["model"] = ModelConfig.from_dict(data["model"])
         data.setdefault("stress", 0.0)  # written before the field existed: trained without it
         data.setdefault("polish", 0)  # the same
+        data.setdefault("polish_tail", 0.0)  # the same
         data.setdefault("start_as", data["model"].param)  # the same: Adam trained the run's own parameterization
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names

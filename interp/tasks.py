@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -392,6 +392,38 @@ def _sample(
         z2 = zx2 + zt2 + _squared_norms(xi)
         x, x_t, xi = x * scale[:, None, None], x_t * scale[:, None], xi * scale[:, None]
     return TaskDraw(x, x_t, w, sigma, xi), z2
+
+
+def tail_tasks(
+    batch: int,
+    d: int,
+    n: int,
+    noise: "str | NoisePrior",
+    generator: torch.Generator,
+    *,
+    scale: float,
+    sigma_from: float,
+    x_cov: Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> TaskDraw:
+    """`batch` sequences from the tail set of a noisy prior: σ_τ ~ U(sigma_from·σ_max, σ_max) and the labels at `scale`
+    times their size (w and ξ multiplied by it, x_i and x_t as drawn), so Σ y² reaches past its 10⁻⁴ quantile at the
+    prior's largest noise, where the y→y term of 3- and 4-layer DIAG compounds (interp.train.polish's tail term).
+    A penalty set, unweighted: not an estimate of the prior's expectation (for that, stressed_tasks)."""
+    if not (_is_real(scale) and 0 < scale < math.inf and _is_real(sigma_from) and 0 <= sigma_from <= 1):
+        raise InvalidArgument(
+            f"tail_tasks: scale must be finite and > 0 and sigma_from in [0, 1], got {scale!r}, {sigma_from!r}"
+        )
+    sigma_max = as_prior(noise).sigma_max
+    if not sigma_max > 0:
+        raise InvalidArgument(f"tail_tasks: the noise-free prior {as_prior(noise)} has no large-noise tail")
+    _check_sizes(batch, d, n)
+    _check_draw(generator, dtype, device)
+    u = torch.rand(batch, generator=generator, dtype=torch.float64, device=device)
+    sigma = (sigma_max * (sigma_from + (1 - sigma_from) * u)).to(dtype)
+    draw, _ = _sample(batch, d, n, noise, generator, x_cov=x_cov, sigma=sigma, dtype=dtype, device=device)
+    return replace(draw, w=draw.w * scale, xi=draw.xi * scale)
 
 
 def stressed_tasks(

@@ -24,7 +24,7 @@ from interp.model import LinearTransformer
 from interp.params import FULL, nests
 from interp.params import of as arch_of
 from interp.run import Run, load
-from interp.tasks import draw_tasks, stressed_tasks
+from interp.tasks import draw_tasks, stressed_tasks, tail_tasks
 
 
 class TrainingDiverged(InterpError, RuntimeError):
@@ -163,6 +163,13 @@ POLISH_ITERS = 100
 # largest (½·error² 2·10⁶ on one of 20 000 sequences, GD++-3, d = 3, n = 8). At the training stress's 1.4× GD++-5
 # stopped at 3.7e-6 (a quarter of each batch at twice the λ_max), at 1.15× it reached 2.2e-7 (presets.md, session 10).
 POLISH_STRESS, POLISH_STRESS_SCALE = 0.25, 1.15
+# The tail term (TrainConfig.polish_tail = κ): each round's loss adds κ × ½·MSE on POLISH_TAIL_BATCH contexts of
+# interp.tasks.tail_tasks (σ from POLISH_TAIL_SIGMA_FROM·σ_max to σ_max, labels POLISH_TAIL_SCALE× their size), and
+# its check batch the same on a second draw. 3-layer DIAG on uniform:6 blew up (½·error² above 100·d) 2.0 times in 10⁶
+# plain sequences after the plain polish; with κ = 1e-3 none in 5·10⁶, worst 470, for 4% on the mean without
+# blow-ups (presets.md, session 17). It is the blow-ups' share of the expectation that a batch of 65 536 cannot see.
+POLISH_TAIL_BATCH = POLISH_BATCH // 4
+POLISH_TAIL_SCALE, POLISH_TAIL_SIGMA_FROM = 1.35, 0.85
 
 
 def _batch_half_se(model: LinearTransformer, draw, weight: torch.Tensor) -> torch.Tensor:
@@ -172,8 +179,9 @@ def _batch_half_se(model: LinearTransformer, draw, weight: torch.Tensor) -> torc
 
 def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rounds: int) -> list[tuple[float, float]]:
     """`rounds` rounds of full-batch L-BFGS on `model` (in place), each on a fresh fixed draw of POLISH_BATCH sequences
-    from `gen` (cfg's prior through the stressed proposal POLISH_STRESS); [(½·MSE before, after)] per round, both on a
-    second fresh draw of the same size, the round's check batch.
+    from `gen` (cfg's prior through the stressed proposal POLISH_STRESS), plus cfg.polish_tail × ½·MSE on a fresh tail
+    draw (POLISH_TAIL_BATCH, interp.tasks.tail_tasks) where cfg.polish_tail > 0; [(loss before, after)] per round, both
+    on a second fresh draw of each, the round's check batches (with no tail term: their ½·MSE).
 
     Always in float64: a float32 model is polished as a float64 copy and rounded back at the end (in float32 the
     stressed batch's blown-up sequences overflow and no round lowers the loss: presets.md, session 13). A round whose
@@ -190,26 +198,27 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
                 p.copy_(q)
         return out
     params = list(model.parameters())
+    kappa = cfg.polish_tail or 0.0
+    size = dict(d=cfg.model.d, n=cfg.n, noise=cfg.noise, generator=gen, x_cov=cfg.x_cov, dtype=torch.float64)
+    size["device"] = cfg.device
+
+    def tail_draw():
+        tail = tail_tasks(POLISH_TAIL_BATCH, scale=POLISH_TAIL_SCALE, sigma_from=POLISH_TAIL_SIGMA_FROM, **size)
+        return tail, torch.ones(POLISH_TAIL_BATCH, dtype=torch.float64, device=cfg.device)
+
+    def loss(main, tail) -> torch.Tensor:  # the round's objective: ½·MSE of the stressed batch, plus the tail term
+        value = _batch_half_se(model, *main)
+        return value if tail is None else value + kappa * _batch_half_se(model, *tail)
+
     out = []
     for _ in range(rounds):
         draw, check = (
-            stressed_tasks(
-                POLISH_BATCH,
-                cfg.model.d,
-                cfg.n,
-                cfg.noise,
-                gen,
-                frac=POLISH_STRESS,
-                scale=POLISH_STRESS_SCALE,
-                x_cov=cfg.x_cov,
-                dtype=torch.float64,
-                device=cfg.device,
-            )  # fmt: skip
-            for _ in range(2)
+            stressed_tasks(POLISH_BATCH, frac=POLISH_STRESS, scale=POLISH_STRESS_SCALE, **size) for _ in range(2)
         )
+        tail, tail_check = (tail_draw(), tail_draw()) if kappa > 0 else (None, None)  # none drawn: κ = 0 as before
         saved = [p.detach().clone() for p in params]
         with torch.no_grad():
-            before = float(_batch_half_se(model, *check))
+            before = float(loss(check, tail_check))
         opt = torch.optim.LBFGS(
             params, lr=1.0, max_iter=POLISH_ITERS, history_size=30, tolerance_grad=0.0, tolerance_change=0.0,
             line_search_fn="strong_wolfe",
@@ -217,7 +226,7 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
 
         def closure():
             opt.zero_grad(set_to_none=True)
-            value = _batch_half_se(model, *draw).log()
+            value = loss(draw, tail).log()
             if torch.isfinite(value):
                 value.backward()
             else:  # a line-search trial that blew up: report it as very bad, with no gradient to follow
@@ -228,7 +237,7 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
 
         opt.step(closure)
         with torch.no_grad():
-            after = float(_batch_half_se(model, *check))
+            after = float(loss(check, tail_check))
             if not (math.isfinite(after) and after < before) or not _all_finite(model):
                 for p, v in zip(params, saved):
                     p.copy_(v)

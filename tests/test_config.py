@@ -104,6 +104,7 @@ FLAGS = {
     "--stress": "stress",
     "--stress-scale": "stress_scale",
     "--polish": "polish",
+    "--polish-tail": "polish_tail",
     "--start-as": "start_as",
 }
 NOT_OPTIONS = {"model", "warmup", "log_every", "model.init_scale"}  # set in Python or config.json only

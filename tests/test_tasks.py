@@ -162,3 +162,39 @@ def test_task_draws_are_torchs_own_numbers():
     xi = torch.randn(batch, n, generator=g)
     for ours, theirs in zip((draw.w, draw.x, draw.x_query, draw.sigma, draw.xi), (w, x, x_t, sigma, xi)):
         assert torch.equal(ours, theirs)
+
+
+def test_tail_tasks_draw_the_top_of_the_noise_range_with_labels_scaled():
+    from interp.tasks import tail_tasks
+
+    batch, d, n, c, a, smax = 40_000, 3, 8, 1.35, 0.85, 6.0
+    draw = tail_tasks(batch, d, n, "uniform:6", torch.Generator().manual_seed(3), scale=c, sigma_from=a)
+    s = draw.sigma.double()
+    assert a * smax <= s.min() and s.max() <= smax
+    # σ ~ U(a·σ_max, σ_max): E[σ²] = σ_max²(1 − a³) / (3(1 − a))
+    want_s2 = smax**2 * (1 - a**3) / (3 * (1 - a))
+    assert abs(s.square().mean() - want_s2) < 4 * s.square().std() / math.sqrt(batch)
+    # x as drawn, labels c× theirs: E[Σ_i y_i²] = c²·n·(d + E[σ²]) for x_i ~ N(0, I), w ~ N(0, I), ξ ~ N(0, 1)
+    y2 = draw.batch().y.double().square().sum(1)
+    want = c**2 * n * (d + want_s2)
+    assert abs(y2.mean() - want) < 4 * y2.std() / math.sqrt(batch)
+    assert abs(draw.x.double().square().mean() - 1) < 0.01
+    # the same numbers as draw_tasks at those σ's, with w and ξ (so y and the target) c× theirs
+    gen = torch.Generator().manual_seed(3)
+    torch.rand(batch, generator=gen, dtype=torch.float64)  # tail_tasks' σ draw comes first
+    plain = draw_tasks(batch, d, n, "uniform:6", gen, sigma=draw.sigma).batch()
+    torch.testing.assert_close(draw.batch().y, c * plain.y)
+    torch.testing.assert_close(draw.batch().target, c * plain.target)
+    torch.testing.assert_close(draw.x, plain.x)
+
+
+def test_tail_tasks_refuse_a_noise_free_prior_and_bad_sizes():
+    from interp.files import InvalidArgument
+    from interp.tasks import tail_tasks
+
+    gen = torch.Generator().manual_seed(0)
+    with pytest.raises(InvalidArgument, match="noise-free"):
+        tail_tasks(8, 3, 8, "uniform:0", gen, scale=1.35, sigma_from=0.85)
+    for scale, sigma_from in ((0.0, 0.5), (math.inf, 0.5), (1.2, 1.5), (1.2, -0.1)):
+        with pytest.raises(InvalidArgument, match="tail_tasks"):
+            tail_tasks(8, 3, 8, "uniform:1", gen, scale=scale, sigma_from=sigma_from)

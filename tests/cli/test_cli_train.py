@@ -242,6 +242,7 @@ def test_resume_refuses_each_option_that_differs_and_takes_the_same_values(capsy
         "stress": ("0", "0.25"),
         "stress_scale": ("1.4", "1.25"),
         "polish": ("0", "2"),
+        "polish_tail": ("0", "0.5"),
         "start_as": ("diag", "gdpp"),
     }
     assert set(values) == set(OPTIONS)
