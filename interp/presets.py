@@ -69,11 +69,10 @@ NOISE_FREE_NEST = ("gdpp", 4)  # (the parameterization Adam trains, from this ma
 # made FULL-3 on uniform:6 worse (0.124 → 0.143): presets.md, session 13.
 NOISY_POLISH = {("diag", 3), ("diag", 4)}  # (param, L) → NOISE_FREE_POLISH rounds on a noisy prior, the run in float32
 # That polish fits the bulk and leaves the rarest large-Σ y² contexts to chance: after it, 3-layer DIAG at σ_max = 5-6
-# still blew up 2.0-2.8 times in 10⁶ sequences (presets.md, session 16), and with its rounds on plain batches alone
-# the mean without blow-ups fell (0.1215 → 0.1173, DIAG-3 uniform:6) while they rose to 27 in 5·10⁶. With a tail term
-# (interp.train.polish: κ × ½·MSE of contexts at σ near σ_max with labels 1.35× their size) at κ = 1e-3 the same
-# model had none in 5·10⁶ (worst 470) for a mean without blow-ups of 0.1263, and its mean over all 5·10⁶ fell from
-# 0.138 to 0.126 (paper 0.121): presets.md, session 17.
+# still blew up 2.0-2.8 times in 10⁶ sequences (presets.md, session 16). With a tail term (interp.train.polish: κ ×
+# ½·MSE of contexts at σ near σ_max with labels 1.35× their size) at κ = 1e-3, DIAG-3 uniform:6 seed 0 retrained had
+# none in 5·10⁶ (worst 264; 10 before), its mean over those 5·10⁶ fell from 0.138 to 0.128, and on 10⁶ sequences
+# without a blow-up it rose from 0.120 to 0.127 (paper 0.121): presets.md, session 17.
 NOISY_POLISH_TAIL = 1e-3  # TrainConfig.polish_tail of the NOISY_POLISH cells on a noisy prior
 # Noisy priors, 3- and 4-layer DIAG: at the preset's peaks (4e-3 and 5e-3) seed 0 ended on 4 of 9 priors at 3 layers
 # (uniform:2, 3, {1,3}; uniform:3's seed 1 too) and 4 of 9 at 4 layers (uniform:3, 5, 6, {1,3}) in a basin where early

@@ -166,8 +166,8 @@ POLISH_STRESS, POLISH_STRESS_SCALE = 0.25, 1.15
 # The tail term (TrainConfig.polish_tail = κ): each round's loss adds κ × ½·MSE on POLISH_TAIL_BATCH contexts of
 # interp.tasks.tail_tasks (σ from POLISH_TAIL_SIGMA_FROM·σ_max to σ_max, labels POLISH_TAIL_SCALE× their size), and
 # its check batch the same on a second draw. 3-layer DIAG on uniform:6 blew up (½·error² above 100·d) 2.0 times in 10⁶
-# plain sequences after the plain polish; with κ = 1e-3 none in 5·10⁶, worst 470, for 4% on the mean without
-# blow-ups (presets.md, session 17). It is the blow-ups' share of the expectation that a batch of 65 536 cannot see.
+# plain sequences after the plain polish; with κ = 1e-3 none in 5·10⁶, worst 264, for 5% on the mean of a sample
+# without blow-ups (presets.md, session 17): the blow-ups' share of the expectation, which a batch of 65 536 cannot see.
 POLISH_TAIL_BATCH = POLISH_BATCH // 4
 POLISH_TAIL_SCALE, POLISH_TAIL_SIGMA_FROM = 1.35, 0.85
 
@@ -199,8 +199,9 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
         return out
     params = list(model.parameters())
     kappa = cfg.polish_tail or 0.0
-    size = dict(d=cfg.model.d, n=cfg.n, noise=cfg.noise, generator=gen, x_cov=cfg.x_cov, dtype=torch.float64)
-    size["device"] = cfg.device
+    size = dict(  # every draw of the phase: the stressed batches and the tail set
+        d=cfg.model.d, n=cfg.n, noise=cfg.noise, generator=gen, x_cov=cfg.x_cov, dtype=torch.float64, device=cfg.device
+    )
 
     def tail_draw():
         tail = tail_tasks(POLISH_TAIL_BATCH, scale=POLISH_TAIL_SCALE, sigma_from=POLISH_TAIL_SIGMA_FROM, **size)
