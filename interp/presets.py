@@ -32,14 +32,17 @@ FAST_STRESS_SCALE = 1.4  # the low-noise 3-layer stress's scale (FAST_LOW_NOISE)
 # From 4 layers FULL takes the same recipe, 8 000 steps a layer: on 10⁶ sequences the 2 000·L-step preset left FULL-6
 # on uniform:7 at 0.0700 (paper 0.059) and FULL-5 on {1,3} at 0.0184 (0.016), and FULL-4 on {1,3} blew up (4.36, a
 # worst sequence of 3.9·10⁶); the long recipe gave 0.0572, 0.0143 and 0.0312 (0.032), worst sequences 25-36
-# (experiments/results/presets.md, session 12).
-FAST_LONG_FROM = {"full": 4}  # param → from this many layers: FAST_LONG_STEPS_PER_LAYER steps and FAST_LONG's stress
+# (experiments/results/presets.md, session 12). FULL-3 takes it too: at 6 000 steps every FULL-3 at σ_max = 5-6 blew up
+# 2-3 times in 10⁶ sequences (session 16); with the long recipe seed 0 on uniform:6 had none in 5·10⁶ (12 before)
+# and its mean went from 0.121 to 0.114 (paper 0.124), on uniform:7 0.140 → 0.119 (13 → 3): presets.md, session 20.
+FAST_LONG_FROM = {"full": 3}  # param → from this many layers: FAST_LONG_STEPS_PER_LAYER steps and FAST_LONG's stress
 FAST_LONG_STEPS_PER_LAYER = 8000
 FAST_LONG = dict(stress=0.125, stress_scale=1.25)
 # At low noise (σ ≤ 2) 3-layer FULL and DIAG models take a large step that diverges on rare large contexts: on
 # uniform:1 the mean was carried by a few sequences (DIAG-3 0.065, FULL-3 0.084 against the paper's 0.015, worst
 # sequences 3·10³-4·10³ of 10⁵); a quarter of each batch stressed at 1.4× gave 0.0149 and 0.0151 with no blow-up
-# (presets.md, session 8). Priors whose largest σ is at most LOW_NOISE take it.
+# (presets.md, session 8). Priors whose largest σ is at most LOW_NOISE take it; FULL-3 at the long recipe's scale, 1.25
+# (uniform:2 seed 0: 0.0460 with no blow-up in 5·10⁶ sequences, against 0.0464 at 6 000 steps: presets.md, session 20).
 LOW_NOISE = 2.0
 FAST_LOW_NOISE = {("full", 3): dict(stress=0.25), ("diag", 3): dict(stress=0.25)}  # (param, L) → overrides
 # Noise-free priors (σ_max = 0): Adam alone plateaus. GD++-5 in float64 stops at a training ½·MSE of 1e-4 from step

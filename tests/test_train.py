@@ -35,7 +35,7 @@ def test_checkpoint_schedule_is_geometric():
 
 
 def test_presets():
-    fast = resolve(TrainConfig(model=ModelConfig(n_layers=3)))
+    fast = resolve(TrainConfig(model=ModelConfig(n_layers=3, param="gdpp")))
     assert (fast.steps, fast.lr, fast.schedule) == (6000, 4e-3, "onecycle")
     diag = resolve(TrainConfig(model=ModelConfig(n_layers=4, param="gdpp")))
     assert diag.lr == 5e-3  # DIAG / GD++ plateau at 4 layers with FULL's 2e-3 (noisy DIAG-4 takes more: below)
@@ -50,32 +50,35 @@ def test_presets():
     assert (paper.steps, paper.lr, paper.schedule, paper.batch) == (200_000, 1e-4, "constant", 2048)
     assert learning_rate(fast, 600) == pytest.approx(4e-3)  # peak at the end of warm-up
     assert learning_rate(fast, 5999) < 1e-5
-    # the stressed proposal is on for FULL from 5 layers only, and never under the paper's preset
+    # the stressed proposal is on for FULL from 3 layers only, and never under the paper's preset
     stress = {
         (param, L): resolve(TrainConfig(model=ModelConfig(n_layers=L, param=param))).stress
         for param in ("full", "diag", "gdpp")
-        for L in (4, 5, 7)
+        for L in (2, 3, 4, 5, 7)
     }
-    assert stress == {
-        (p, L): {("full", 4): 0.125, ("full", 5): 0.125, ("full", 7): 0.125}.get((p, L), 0.0) for p, L in stress
-    }
-    # FULL from 4 layers trains four times longer (8000 steps a layer) with an eighth of each batch stressed at 1.25x
-    # (presets.md, sessions 4 and 12); FULL-3 and DIAG keep 2000 a layer
-    long = {L: resolve(TrainConfig(model=ModelConfig(n_layers=L))) for L in (3, 4, 5, 6, 7, 8)}
+    assert stress == {(p, L): 0.125 if p == "full" and L >= 3 else 0.0 for p, L in stress}
+    # FULL from 3 layers trains four times longer (8000 steps a layer) with an eighth of each batch stressed at 1.25x
+    # (presets.md, sessions 4, 12 and 20); FULL-1/2 and DIAG keep 2000 a layer
+    long = {L: resolve(TrainConfig(model=ModelConfig(n_layers=L))) for L in (2, 3, 4, 5, 6, 7, 8)}
     assert {L: (c.steps, c.stress, c.stress_scale) for L, c in long.items()} == {
-        3: (6000, 0.0, 1.4),
-        **{L: (8000 * L, 0.125, 1.25) for L in (4, 5, 6, 7, 8)},
+        2: (4000, 0.0, 1.4),
+        **{L: (8000 * L, 0.125, 1.25) for L in (3, 4, 5, 6, 7, 8)},
     }
     assert resolve(TrainConfig(model=ModelConfig(n_layers=7, param="diag"))).steps == 14_000
     # on the noise-free prior FULL from 4 layers trains as GD++ (NOISE_FREE_NEST): GD++'s steps, not FULL's long ones
     assert resolve(TrainConfig(model=ModelConfig(n_layers=5), noise="uniform:0")).steps == 10_000
-    # low noise (largest σ <= 2): FULL-3 and DIAG-3 stress a quarter of each batch; not GD++, not at high noise
+    # low noise (largest σ <= 2): FULL-3 and DIAG-3 stress a quarter of each batch; not GD++; at high noise FULL-3
+    # keeps the long recipe's eighth; FULL-3's scale is the long recipe's 1.25 at every noise level, DIAG-3's 1.4
     low = {
-        (p, noise): resolve(TrainConfig(model=ModelConfig(n_layers=3, param=p), noise=noise)).stress
+        (p, noise): (c.stress, c.stress_scale)
         for p in ("full", "diag", "gdpp")
         for noise in ("uniform:1", "uniform:2", "uniform:3", "categorical:1,3")
+        for c in [resolve(TrainConfig(model=ModelConfig(n_layers=3, param=p), noise=noise))]
     }
-    assert low == {(p, s): 0.25 if p != "gdpp" and s in ("uniform:1", "uniform:2") else 0.0 for p, s in low}
+    quarter = lambda p, s: p != "gdpp" and s in ("uniform:1", "uniform:2")  # noqa: E731
+    assert low == {
+        (p, s): (0.25 if quarter(p, s) else 0.125 if p == "full" else 0.0, 1.25 if p == "full" else 1.4) for p, s in low
+    }
     assert resolve(TrainConfig(model=ModelConfig(n_layers=7), preset="paper")).stress == 0.0
     # on a noisy prior 3- and 4-layer DIAG add the polish (NOISY_POLISH: it tamed their blow-ups, presets.md session 13)
     # and stay float32 (the polish itself runs in float64); nothing else does, and the paper's preset never
