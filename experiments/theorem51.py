@@ -22,6 +22,7 @@ import torch
 
 from interp.evalset import EvalSet
 from interp.evaluate import per_layer_loss
+from interp.files import InvalidArgument
 from interp.probes.preconditioning import preconditioning
 from interp.run import resolve_model
 
@@ -37,6 +38,8 @@ def order(prev: float, cur: float) -> str:
 
 def report(path: Path, noise: str | None, eval_seq: int, probe_seq: int) -> str:
     m = resolve_model(path)
+    if m.model.cfg.param != "gdpp":  # the map s ↦ s(1 − γs)² is GD++'s; checked before the evaluation's minute
+        raise InvalidArgument(f"{path}: a {m.model.cfg.param.upper()} model; Theorem 5.1's check needs a GD++ one")
     noise = noise or m.noise
     data = EvalSet(noise, d=m.d, n=m.n or 20, n_seq=eval_seq, seed=0, x_cov=m.x_cov)
     curve = per_layer_loss(m.model, data)
@@ -88,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"theorem51: no models given and none in {ZOO}", file=sys.stderr)
         return 2
     for path in models:
-        print(report(path, args.noise, args.eval_seq, args.probe_seq))
+        try:
+            print(report(path, args.noise, args.eval_seq, args.probe_seq))
+        except InvalidArgument as e:  # a missing or unreadable file, or not a GD++ model: one line, exit status 2
+            print(f"theorem51: {e}", file=sys.stderr)
+            return 2
     return 0
 
 
