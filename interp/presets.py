@@ -34,7 +34,8 @@ FAST_STRESS_SCALE = 1.4  # the low-noise 3-layer stress's scale (FAST_LOW_NOISE)
 # worst sequence of 3.9·10⁶); the long recipe gave 0.0572, 0.0143 and 0.0312 (0.032), worst sequences 25-36
 # (experiments/results/presets.md, session 12). FULL-3 takes it too: at 6 000 steps every FULL-3 at σ_max = 5-6 blew up
 # 2-3 times in 10⁶ sequences (session 16); with the long recipe seed 0 on uniform:6 had none in 5·10⁶ (12 before)
-# and its mean went from 0.121 to 0.114 (paper 0.124), on uniform:7 0.140 → 0.119 (13 → 3): presets.md, session 20.
+# and its mean went from 0.121 to 0.114 (paper 0.124), on uniform:7 0.140 → 0.119 (13 → 3); at σ_max = 4-5 about one
+# blow-up per 10⁶ remains in three of four runs (5-6 in 5·10⁶): presets.md, session 20.
 FAST_LONG_FROM = {"full": 3}  # param → from this many layers: FAST_LONG_STEPS_PER_LAYER steps and FAST_LONG's stress
 FAST_LONG_STEPS_PER_LAYER = 8000
 FAST_LONG = dict(stress=0.125, stress_scale=1.25)
