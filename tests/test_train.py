@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 import interp
 from interp import checkpoints as ck
 from interp.config import ModelConfig, TrainConfig
+from interp.files import CheckpointError
 from interp.presets import resolve
 from interp.run import Run
 from interp.train import TrainingDiverged, checkpoint_steps, learning_rate, train
@@ -278,6 +279,15 @@ def _weights(run_dir):
     return load_file(str(Run(run_dir).checkpoints()[-1][1]))
 
 
+def _resume_step(path) -> int:
+    """The step saved in a live run's resume state, or -1 while there is none yet or the run is replacing it
+    (the writer swaps the file in atomically, so a read can meet the swap and is refused; the caller polls again)."""
+    try:
+        return ck.read_tensors(path)[1]["step"]
+    except CheckpointError:
+        return -1
+
+
 @pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     args = [
@@ -312,8 +322,7 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     )
     deadline = time.time() + 120
     while time.time() < deadline:  # kill once a resume state exists mid-run
-        resume = run / Run.RESUME_FILE
-        if resume.exists() and 0 < ck.read_tensors(resume)[1]["step"] < 1000:
+        if 0 < _resume_step(run / Run.RESUME_FILE) < 1000:
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
