@@ -370,11 +370,11 @@ class TrainConfig:
         zero=True,
         metavar="FRAC",
     )
-    # None: the preset's (1.4, or 1.25 where the preset stresses an eighth)
+    # None: the preset's (1.25 for FULL from 3 layers, FAST_LONG; 1.4 otherwise)
     stress_scale: float | None = option(
         None,
         "--stress-scale",
-        "scale of the stressed sequences (default from --preset: 1.4, FULL-7 1.25)",
+        "scale of the stressed sequences (default from --preset: 1.25 for FULL from 3 layers, else 1.4)",
         "number",
         metavar="C",
     )

@@ -57,26 +57,27 @@ def test_presets():
         for param in ("full", "diag", "gdpp")
         for L in (2, 3, 4, 5, 7)
     }
-    assert stress == {(p, L): 0.125 if p == "full" and L >= 3 else 0.0 for p, L in stress}
+    assert stress == {(p, L): (0.25 if L == 3 else 0.125) if p == "full" and L >= 3 else 0.0 for p, L in stress}
     # FULL from 3 layers trains four times longer (8000 steps a layer) with an eighth of each batch stressed at 1.25x
-    # (presets.md, sessions 4, 12 and 20); FULL-1/2 and DIAG keep 2000 a layer
+    # (presets.md, sessions 4, 12 and 20), FULL-3 a quarter (sessions 21-22); FULL-1/2 and DIAG keep 2000 a layer
     long = {L: resolve(TrainConfig(model=ModelConfig(n_layers=L))) for L in (2, 3, 4, 5, 6, 7, 8)}
     assert {L: (c.steps, c.stress, c.stress_scale) for L, c in long.items()} == {
         2: (4000, 0.0, 1.4),
-        **{L: (8000 * L, 0.125, 1.25) for L in (3, 4, 5, 6, 7, 8)},
+        3: (24_000, 0.25, 1.25),
+        **{L: (8000 * L, 0.125, 1.25) for L in (4, 5, 6, 7, 8)},
     }
     assert resolve(TrainConfig(model=ModelConfig(n_layers=7, param="diag"))).steps == 14_000
     # on the noise-free prior FULL from 4 layers trains as GD++ (NOISE_FREE_NEST): GD++'s steps, not FULL's long ones
     assert resolve(TrainConfig(model=ModelConfig(n_layers=5), noise="uniform:0")).steps == 10_000
-    # low noise (largest σ <= 2): FULL-3 and DIAG-3 stress a quarter of each batch; not GD++; at high noise FULL-3
-    # keeps the long recipe's eighth; FULL-3's scale is the long recipe's 1.25 at every noise level, DIAG-3's 1.4
+    # low noise (largest σ <= 2): DIAG-3 stresses a quarter of each batch, not GD++; FULL-3 a quarter at every noise
+    # level, at the long recipe's scale 1.25; DIAG-3's scale is 1.4
     low = {
         (p, noise): (c.stress, c.stress_scale)
         for p in ("full", "diag", "gdpp")
         for noise in ("uniform:1", "uniform:2", "uniform:3", "categorical:1,3")
         for c in [resolve(TrainConfig(model=ModelConfig(n_layers=3, param=p), noise=noise))]
     }
-    quarter = lambda p, s: p != "gdpp" and s in ("uniform:1", "uniform:2")  # noqa: E731
+    quarter = lambda p, s: p == "full" or (p == "diag" and s in ("uniform:1", "uniform:2"))  # noqa: E731
     assert low == {
         (p, s): (0.25 if quarter(p, s) else 0.125 if p == "full" else 0.0, 1.25 if p == "full" else 1.4) for p, s in low
     }
