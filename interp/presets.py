@@ -42,14 +42,14 @@ FAST_LONG = dict(stress=0.125, stress_scale=1.25)
 # FULL-3 stresses a quarter of each batch on every prior: at an eighth its σ_max = 4-7 and {1,3,5} runs still blew up
 # on contexts with a large λ_max(XᵀX) and Σ y²; at a quarter, over six seed/prior pairs, the blow-ups in 5·10⁶
 # sequences fell from 20 to 7 (uniform:4 seed 1 6 → 1, its mean 0.104 → 0.088), at a cost of 0.2-1.2% of the mean
-# where there were few (presets.md, sessions 21 and 22). On σ_max ≤ 2 FULL-3 already took a quarter (FAST_LOW_NOISE).
+# where there were few (presets.md, sessions 21 and 22). Until then only σ_max ≤ 2 gave FULL-3 a quarter.
 FAST_LONG_BY_DEPTH = {("full", 3): dict(stress=0.25)}  # (param, L) → overrides of FAST_LONG
 # At low noise (σ ≤ 2) 3-layer FULL and DIAG models take a large step that diverges on rare large contexts: on
 # uniform:1 the mean was carried by a few sequences (DIAG-3 0.065, FULL-3 0.084 against the paper's 0.015, worst
 # sequences 3·10³-4·10³ of 10⁵); a quarter of each batch stressed at 1.4× gave 0.0149 and 0.0151 with no blow-up
-# (presets.md, session 8). Priors whose largest σ is at most LOW_NOISE take it (DIAG-3; FULL-3 now takes a quarter on
-# every prior, FAST_LONG_BY_DEPTH, at the long recipe's scale 1.25: uniform:2 seed 0 0.0460 with no blow-up in 5·10⁶
-# sequences, against 0.0464 at 6 000 steps, presets.md, session 20).
+# (presets.md, session 8). DIAG-3 takes it on priors whose largest σ is at most LOW_NOISE; FULL-3 takes a quarter on
+# every prior (FAST_LONG_BY_DEPTH) at the long recipe's 1.25 (uniform:2 seed 0: 0.0460 with no blow-up in 5·10⁶
+# sequences, against 0.0464 at 6 000 steps: presets.md, session 20).
 LOW_NOISE = 2.0
 FAST_LOW_NOISE = {("diag", 3): dict(stress=0.25)}  # (param, L) → overrides
 # Noise-free priors (σ_max = 0): Adam alone plateaus. GD++-5 in float64 stops at a training ½·MSE of 1e-4 from step
@@ -132,9 +132,8 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
             polish_tail=0.0,
         )
         if L >= FAST_LONG_FROM.get(param, float("inf")):
-            defaults.update(
-                steps=FAST_LONG_STEPS_PER_LAYER * L, **{**FAST_LONG, **FAST_LONG_BY_DEPTH.get((param, L), {})}
-            )
+            defaults.update(steps=FAST_LONG_STEPS_PER_LAYER * L, **FAST_LONG)
+            defaults.update(FAST_LONG_BY_DEPTH.get((param, L), {}))
         if sigma_max <= LOW_NOISE:
             defaults.update(FAST_LOW_NOISE.get((param, L), {}))
         if not noise_free and (param, L) in NOISY_PEAK_LR:
