@@ -216,14 +216,18 @@ def test_each_run_names_the_machine_that_trained_it(zoo, tmp_path):
     root = copy_of(zoo, tmp_path)
     seg = Run(root / "diag1").trained_on()[0]
     here = f"{seg['path']} on {seg['cpu']} ({seg['cpu_capability']})"
-    other = {**seg, "step": 2, "path": "kernel avx512", "cpu_capability": "AVX512"}
+    # resumed at step 2 on another CPU: one whose build differs from this machine's, whichever this one is
+    wide = seg["cpu_capability"] != "AVX512"
+    other = {**seg, "step": 2, "path": "kernel avx512" if wide else "kernel avx2"}
+    other["cpu_capability"] = "AVX512" if wide else "AVX2"
     with open(Run(root / "diag1").trained_on_path, "a") as f:
-        f.write(json.dumps(other) + "\n")  # resumed at step 2 on a wider CPU
+        f.write(json.dumps(other) + "\n")
     os.remove(Run(root / "gdpp1").trained_on_path)
     logs = []
     text, data = table1([root], n_seq=200, cache=tmp_path / "c.json", log=logs.append)
     by_run = {Path(r["run"]).name: r["trained_on"] for r in data["runs"]}
-    assert by_run == {"diag1": [here, f"kernel avx512 on {seg['cpu']} (AVX512)"], "gdpp1": []}
+    elsewhere = f"{other['path']} on {seg['cpu']} ({other['cpu_capability']})"
+    assert elsewhere != here and by_run == {"diag1": [here, elsewhere], "gdpp1": []}
     section = text.split("### Where the runs were trained\n\n")[1]
     assert (
         f"- {here}: 1 run\n" in section
