@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from interp.files import atomic_write_text
 from interp.report.data import ReportData, Settings, default_models, default_zoo, gather, zoo_runs
 from interp.report.html import render, summary_rows, summary_text
 
@@ -20,8 +21,6 @@ def write_report(
     log=None,
 ) -> tuple[Path, ReportData]:
     """Gather everything about the models at `paths` and write the HTML report to `out`."""
-    from interp.files import atomic_write_text
-
     data = gather(paths, settings, noise=noise, use_cache=use_cache, log=log)
     out = Path(out)
     atomic_write_text(out, render(data))

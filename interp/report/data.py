@@ -39,11 +39,13 @@ from interp.evaluate import (
 )
 from interp.files import CheckpointError, open_regular
 from interp.params import Parameterization, of
+from interp.probes.drift import DriftData, drift_record
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
 from interp.run import ResolvedModel, Run, load_with_digest, resolve_model
 from interp.table import PAPER_ORDER, paper_order
 from interp.tasks import as_prior
+from interp.tuning import baselines
 
 # 2: probe sequences drawn by interp.evalset (the same for any chunk size); 3: layer schedule; 4: the probe's ConstRR λ
 # is interp.tuning's, and its DIAG ablation has standard errors
@@ -472,8 +474,6 @@ def baseline_record(
 ) -> BaselineRecord:
     """Adjusted loss of the ridge baselines and the Bayes floor on the prior and per σ (same seeds as the models),
     tuned and measured on inputs x ~ N(0, x_cov)."""
-    from interp.tuning import baselines
-
     names = [b for b in BASELINES if n > d or b not in ("adarr", "tunedrr")]
     preds = baselines(noise, d, n, gd_steps=gd_steps, names=names, x_cov=x_cov)
     sigmas = sigma_grid(noise, settings.sigma_step)
@@ -583,8 +583,6 @@ class DriftCurves:
 def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = True, log=None) -> DriftCurves:
     """Drift metrics (interp.probes.drift) of about `drift_points` checkpoints of every FULL run, cached per checkpoint;
     without a FULL run directory, the reason (the report shows it)."""
-    from interp.probes.drift import DriftData, drift_record
-
     runs = [e for e in entries if not e.parameterization.has_omegas and e.run_dir is not None]
     if not runs:
         return DriftCurves(reason="no FULL run directory among the models (DIAG and GD++ never leave DIAG).")
