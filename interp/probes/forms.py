@@ -9,6 +9,7 @@ layer as its first axis; everything is float64.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -354,7 +355,6 @@ def const_ridge_fit(
 ) -> dict[str, Tensor]:
     """Per layer, the constant λ whose ridge predictions ⟨w_λ, x_t⟩ are nearest (mean squared) to the
     model's ŷ^l; with `target`, also the loss-optimal constant λ (ConstRR of Vladymyrov et al. 2024, Table 1)."""
-    import math
 
     def ridge_pred(t: Tensor) -> Tensor:  # t [G] -> [G, batch]
         return ctx.ridge(t.exp()[:, None])
