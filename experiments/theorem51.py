@@ -4,66 +4,68 @@ each layer's preconditioning step the map s ↦ s(1 − γs)²?
     OMP_NUM_THREADS=1 python experiments/theorem51.py                       # the Table 1 zoo's GD++ on uniform:0
     OMP_NUM_THREADS=1 python experiments/theorem51.py MODEL ... --noise uniform:0 --eval-seq 20000
 
-For each model: the adjusted loss after K = 0..L layers on its prior (interp.evaluate.per_layer_loss; at σ = 0 the
-oracle is exact, so this is ½·MSE), the order of convergence from one layer to the next (log ε_{K+1} / log ε_K: 2
-for second order), and per layer, from interp.probes.preconditioning, γ_l = −ω_xx^l, the median γ_l · s_max(Σ^l)
-(the theorem's choice is 1/3), the median and 90th-percentile condition number of Σ^l, and how far the measured
-eigenvalues of Σ^{l+1} are from the map applied to Σ^l's. Prints markdown.
+For each model, interp.probes.theorem51 (interp.probes.preconditioning): the adjusted loss after K = 0..L layers on
+its prior (at σ = 0 the oracle is exact, so this is ½·MSE), the order of convergence from one layer to the next
+(log ε_{K+1} / log ε_K: 2 for second order) and its fit (slope of log(−log ε_K) against K: log 2 ≈ 0.69 per layer),
+and per layer γ_l = −ω_xx^l, the median γ_l · s_max(Σ^l) (the theorem's choice is 1/3), the median and
+90th-percentile condition number of Σ^l, and how far the measured eigenvalues of Σ^{l+1} are from the map applied to
+Σ^l's; then, across the models, interp.probes.theorem51_depths: the final loss against the depth and its order.
+Prints markdown.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 import torch
 
 from interp.evalset import EvalSet
-from interp.evaluate import per_layer_loss
 from interp.files import InvalidArgument
-from interp.probes.preconditioning import preconditioning
+from interp.probes.preconditioning import Theorem51, check_gdpp, theorem51, theorem51_depths
 from interp.run import resolve_model
 
 ZOO = Path(__file__).resolve().parent / "zoo" / "table1" / "uniform0"
 
 
-def order(prev: float, cur: float) -> str:
-    """log ε_{K+1} / log ε_K, where both are below 1 (the order of convergence); '–' otherwise."""
-    if not (0 < cur < 1 and 0 < prev < 1):
-        return "–"
-    return f"{math.log(cur) / math.log(prev):.2f}"
+def _order(x) -> str:
+    return "–" if x is None else f"{x:.2f}"
 
 
-def report(path: Path, noise: str | None, eval_seq: int, probe_seq: int) -> str:
+def _fit(fit) -> str:
+    if fit.start is None:
+        return "no fit (fewer than two falling losses below 1)"
+    return f"slope {fit.slope:.3f} per layer from K = {fit.start} (order {fit.order:.2f}; second order: log 2 = 0.693)"
+
+
+def report(path: Path, noise: str | None, eval_seq: int, probe_seq: int) -> tuple[str, Theorem51]:
     m = resolve_model(path)
-    if m.model.cfg.param != "gdpp":  # the map s ↦ s(1 − γs)² is GD++'s; checked before the evaluation's minute
-        raise InvalidArgument(f"{path}: a {m.model.cfg.param.upper()} model; Theorem 5.1's check needs a GD++ one")
+    check_gdpp(m.model)  # the map s ↦ s(1 − γs)² is GD++'s: refused before the evaluation
     noise = noise or m.noise
+    if noise is None:
+        raise InvalidArgument(f"{path} does not record its training prior; pass --noise")
     data = EvalSet(noise, d=m.d, n=m.n or 20, n_seq=eval_seq, seed=0, x_cov=m.x_cov)
-    curve = per_layer_loss(m.model, data)
-    tokens = data.replace(n_seq=probe_seq).draw().tokens.to(torch.float64)
-    pre = preconditioning(m.model, tokens)
+    rec = theorem51(m.model, data, probe_seq=probe_seq)  # InvalidArgument for a prior with noise
+    pre = rec.preconditioning
     L = m.model.cfg.n_layers
     lines = [
         f"### `{path}` (GD++-{L}, {noise}, {m.model.cfg.dtype})",
         "",
-        f"Adjusted loss after K layers ({eval_seq} sequences, seed 0), and per layer the preconditioning of the",
-        f"context ({probe_seq} sequences): γ = −ω_xx, median γ·s_max(Σ), median / 90th-percentile κ(Σ) entering the",
-        "layer, and the largest gap between the measured eigenvalues after the layer and s(1 − γs)² of those before it",
-        "(relative to s_max).",
+        f"Adjusted loss after K layers ({rec.n_seq} sequences, seed 0), and per layer the preconditioning of the",
+        f"context ({rec.probe_seq} sequences): γ = −ω_xx, median γ·s_max(Σ), median / 90th-percentile κ(Σ) after",
+        "the layer, and the largest gap between the measured eigenvalues after the layer and s(1 − γs)² of those",
+        "before it (relative to s_max).",
         "",
         "| K | loss after K layers (median, worst) | order log ε_K / log ε_{K−1} | γ of layer K | γ·s_max "
         "| κ median / q90 | map error |",
         "|---|---|---|---|---|---|---|",
     ]
-    for K, est in enumerate(curve):
-        prev = curve[K - 1].mean if K else float("nan")
+    for K in range(L + 1):
         row = [
             str(K),
-            f"{est.mean:.3g} ± {est.stderr:.2g} ({est.median:.3g}, {est.worst:.3g})",
-            order(prev, est.mean) if K else "–",
+            f"{rec.loss[K]:.3g} ± {rec.loss_stderr[K]:.2g} ({rec.loss_median[K]:.3g}, {rec.loss_worst[K]:.3g})",
+            _order(rec.order[K - 1]) if K else "–",
         ]
         if K == 0:
             row += ["–", "–", f"{pre.kappa[0]:.1f} / {pre.kappa_q90[0]:.1f}", "–"]
@@ -75,6 +77,23 @@ def report(path: Path, noise: str | None, eval_seq: int, probe_seq: int) -> str:
                 f"{pre.map_error[K - 1]:.1e}",
             ]
         lines.append("| " + " | ".join(row) + " |")
+    lines += ["", f"Fitted order: {_fit(rec.fit)}."]
+    return "\n".join(lines) + "\n", rec
+
+
+def across_depths(records: list[Theorem51]) -> str:
+    """The final loss of each model against its depth (interp.probes.theorem51_depths), as markdown."""
+    dep = theorem51_depths(records)
+    lines = [
+        "### Across depths",
+        "",
+        "| L | loss after all L layers | order log ε_L / log ε_{L−1} | κ median entering layer L |",
+        "|---|---|---|---|",
+    ]
+    for i, L in enumerate(dep.depth):
+        order = _order(dep.order[i - 1]) if i else "–"
+        lines.append(f"| {L} | {dep.loss[i]:.3g} ± {dep.loss_stderr[i]:.2g} | {order} | {dep.kappa_last[i]:.3g} |")
+    lines += ["", f"Fitted order across depths: {_fit(dep.fit)}."]
     return "\n".join(lines) + "\n"
 
 
@@ -90,12 +109,17 @@ def main(argv: list[str] | None = None) -> int:
     if not models:
         print(f"theorem51: no models given and none in {ZOO}", file=sys.stderr)
         return 2
+    records = []
     for path in models:
         try:
-            print(report(path, args.noise, args.eval_seq, args.probe_seq))
+            text, rec = report(path, args.noise, args.eval_seq, args.probe_seq)
         except InvalidArgument as e:  # a missing or unreadable file, or not a GD++ model: one line, exit status 2
-            print(f"theorem51: {e}", file=sys.stderr)
+            print(f"theorem51: {path}: {e}" if str(path) not in str(e) else f"theorem51: {e}", file=sys.stderr)
             return 2
+        print(text)
+        records.append(rec)
+    if len({len(r.loss) for r in records}) == len(records) > 1:  # one model per depth: compare the depths
+        print(across_depths(records))
     return 0
 
 

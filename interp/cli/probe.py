@@ -189,6 +189,39 @@ def print_table(path: str, step, rec, x_cov=None) -> None:
         print(ablation_line(abl))
     if rec.schedule is not None:
         print_schedule(rec.schedule)
+    if rec.theorem51 is not None:
+        print_theorem51(rec.theorem51)
+
+
+def print_theorem51(t) -> None:
+    """Theorem 5.1 on a GD++ model and noise-free sequences (interp.probes.Theorem51): one row per K = 0..L."""
+    from interp.render import table
+
+    pre, L = t.preconditioning, len(t.loss) - 1
+    print(
+        f"Theorem 5.1 (noise-free GD++): loss after K layers (½·MSE, {t.n_seq} sequences), order log ε_K / log ε_K-1, "
+        f"and layer K's γ = −ω_xx, median γ·s_max (theorem: 1/3), κ of Σ after it, map error ({t.probe_seq} sequences)"
+    )
+    rows = [
+        [
+            str(K),
+            _f(t.loss[K], ".3g"),
+            _f(t.order[K - 1], ".2f") if K else "-",
+            _f(pre.gamma[K - 1], ".4g") if K else "-",
+            _f(pre.gamma_smax[K - 1], ".3f") if K else "-",
+            _f(pre.kappa[K], ".3g"),
+            _f(pre.map_error[K - 1], ".1e") if K else "-",
+        ]
+        for K in range(L + 1)
+    ]
+    print(table(["K", "loss", "order", "γ", "γ·s_max", "κ", "map err"], rows, left=0))
+    fit = t.fit
+    print(
+        "fitted order: -"
+        if fit.start is None
+        else f"fitted order {fit.order:.2f} (slope {fit.slope:.3f} of log(−log ε_K) per layer from K = {fit.start}; "
+        "second order: log 2 = 0.693)"
+    )
 
 
 def ablation_line(abl) -> str:

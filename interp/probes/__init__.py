@@ -1,8 +1,8 @@
 """Probes of trained linear transformers (Vladymyrov et al. 2024, §4): the implicit per-layer model of Theorem 4.1,
 its comparison with known solvers, the paper's algebraic forms (DIAG ω's, Lemma 4.4, FULL fits),
 the weight-space DIAG projection, the functional DIAG ablation, GD++ versus ConstRR, GD++'s preconditioning step
-(Theorem 5.1), and §5.3's layer schedule (each layer's update split into its x<-x, x<-y, y<-x, y<-y blocks, sized
-and ablated one at a time)."""
+and second-order convergence (Theorem 5.1), and §5.3's layer schedule (each layer's update split into its x<-x,
+x<-y, y<-x, y<-y blocks, sized and ablated one at a time)."""
 
 from interp.probes.drift import (
     DriftData,
@@ -44,7 +44,19 @@ from interp.probes.implicit import (
     probe_cache,
     tune_gd_steps,
 )
-from interp.probes.preconditioning import Preconditioning, context_spectra, preconditioning
+from interp.probes.preconditioning import (
+    OrderFit,
+    Preconditioning,
+    Theorem51,
+    Theorem51Depths,
+    context_spectra,
+    convergence_order,
+    is_gdpp,
+    order_fit,
+    preconditioning,
+    theorem51,
+    theorem51_depths,
+)
 from interp.probes.schedule import (
     BlockAblation,
     Schedule,
@@ -57,9 +69,17 @@ from interp.probes.schedule import (
 from interp.probes.summary import ProbeResult, probe_model
 
 __all__ = [
+    "OrderFit",
     "Preconditioning",
+    "Theorem51",
+    "Theorem51Depths",
     "context_spectra",
+    "convergence_order",
+    "is_gdpp",
+    "order_fit",
     "preconditioning",
+    "theorem51",
+    "theorem51_depths",
     "Ablation",
     "BlockAblation",
     "DiagProjection",

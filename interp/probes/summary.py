@@ -35,6 +35,7 @@ from interp.probes.forms import (
     with_diag_layers,
 )
 from interp.probes.implicit import as_float64, compare_solvers, gd_iterates, implicit_model, rel_error, tune_gd_steps
+from interp.probes.preconditioning import Theorem51, is_gdpp, is_noise_free, theorem51
 from interp.probes.schedule import Schedule, block_ablation, block_sizes
 from interp.records import Record
 from interp.tasks import NoisePrior, as_prior
@@ -227,6 +228,7 @@ class ProbeResult(Record):
     const_ridge: ConstRidge
     ablation: DiagAblation | None = None
     schedule: Schedule | None = None  # §5.3's layer schedule (interp.probes.schedule)
+    theorem51: Theorem51 | None = None  # GD++ on noise-free sequences only (interp.probes.theorem51)
 
 
 def sigma_groups(sigma: Tensor, n_bins: int) -> tuple[Tensor, list[Tensor]]:
@@ -275,7 +277,8 @@ def probe_model(
     """Every probe on the sequences of `data` (in chunks of data.chunk); the shared fits and tunings on `fit_seq`
     other sequences (seed + TUNE_OFFSET), the DIAG ablation on `ablation_seq` more (seed + 1; 0 skips it). The layer
     schedule's block sizes use the probe sequences, its single-block ablation `schedule_seq` sequences of seed + 1
-    (default: `ablation_seq`, the DIAG ablation's very sequences; 0 skips it)."""
+    (default: `ablation_seq`, the DIAG ablation's very sequences; 0 skips it). A GD++ model on noise-free sequences
+    also gets Theorem 5.1's record (interp.probes.theorem51) on the probe sequences."""
     model = as_float64(model)  # InvalidType for anything but a LinearTransformer
     if not isinstance(data, EvalSet):
         raise InvalidType(f"data must be an interp.EvalSet, got {type(data).__name__}")
@@ -410,4 +413,6 @@ def probe_model(
         else None
     )
     result.schedule = Schedule.of(torch.cat(sizes, dim=1), blocks)
+    if is_gdpp(model) and is_noise_free(data):  # Theorem 5.1 on the probe sequences: loss and spectra of every one
+        result.theorem51 = theorem51(model, data)
     return ProbeResult.from_json(result.to_json())  # tensors to lists, non-finite floats to None: as written

@@ -180,3 +180,23 @@ def test_a_run_trained_on_x_cov_is_probed_on_it(tmp_path, capsys):
     on = lambda x_cov: EvalSet("uniform:1", d=3, n=8, n_seq=1000, seed=1, x_cov=x_cov)  # noqa: E731
     assert rec["ablation"]["base"] == pytest.approx(adjusted_loss(model, on(lam)).mean, rel=1e-9)
     assert rec["ablation"]["base"] != pytest.approx(adjusted_loss(model, on(None)).mean, rel=1e-2)
+
+
+def test_probe_adds_theorem51_for_gdpp_on_a_noise_free_prior(tmp_path, capsys):
+    """GD++ on uniform:0: a "theorem51" section (docs/probe_schema.md) and its table; on uniform:2, or a DIAG model
+    with ω_xy ≠ 0 (the fixture's), none."""
+    gdpp = tmp_path / "gdpp2.safetensors"
+    om = torch.tensor([[-0.02, 0.0, -0.03, 0.0], [-0.01, 0.0, -0.05, 0.0]], dtype=torch.float64)
+    save_checkpoint(gdpp, LinearTransformer.from_omegas(om, d=10), step=3, noise="uniform:0")
+    out = tmp_path / "probe.json"
+    code, stdout, _ = probe([gdpp, "--n-seq", 300, "--fit-seq", 128, "--ablation-seq", 0, "--out", out], capsys)
+    assert code == 0 and "Theorem 5.1" in stdout and "fitted order" in stdout
+    t = json.loads(out.read_text())["models"][0]["theorem51"]
+    assert t["n_seq"] == t["probe_seq"] == 300 and len(t["loss"]) == 3 and len(t["order"]) == 2
+    assert (
+        t["preconditioning"]["gamma"] == pytest.approx([0.02, 0.01]) and max(t["preconditioning"]["map_error"]) < 1e-12
+    )
+    assert len(t["before"]) == 2 and len(t["before"][0]) == 16 and len(t["before"][0][0]) == 10
+    args = ["--n-seq", 300, "--fit-seq", 128, "--ablation-seq", 0, "--out", out]
+    assert probe([gdpp, "--noise", "uniform:2", *args], capsys)[0] == 0
+    assert "theorem51" not in json.loads(out.read_text())["models"][0]
