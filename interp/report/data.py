@@ -40,6 +40,7 @@ from interp.evaluate import (
 from interp.files import CheckpointError, open_regular
 from interp.params import Parameterization, of
 from interp.probes.drift import DriftData, drift_record
+from interp.probes.preconditioning import Theorem51, theorem51
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
 from interp.run import ResolvedModel, Run, load_with_digest, resolve_model
@@ -456,6 +457,34 @@ def light_entries(dirs: list[str], settings: Settings, noise=None, use_cache=Tru
     return dict(sorted(out.items(), key=lambda kv: paper_order((kv[1][0].arch, kv[1][0].n_layers, kv[1][0].noise))))
 
 
+# ---------------------------------------------------------------------------- Theorem 5.1 (GD++ at σ = 0)
+def theorem51_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Theorem51 | None:
+    """Theorem 5.1 on a GD++ model of a noise-free prior (interp.probes.theorem51: the loss after K layers on the
+    sequences of its adjusted loss, the spectra on `probe_seq` of them), cached beside it under its own key; None for
+    any other model (a probed one or a light entry alike)."""
+    if entry.arch != "gdpp" or as_prior(entry.noise).sigma_max != 0:
+        return None
+    model, _, digest = load_with_digest(entry.checkpoint)
+    on_prior = _on_prior(entry, settings)
+    key = cache_key(
+        digest, on_prior, kind="report-theorem51", report_version=REPORT_VERSION, probe_seq=settings.probe_seq
+    )
+    cache = _cache_path(entry)
+    hit = _cached(cache, key, Theorem51) if use_cache else None
+    if hit is not None:
+        return hit
+    record = Theorem51.from_json(theorem51(model, on_prior, probe_seq=settings.probe_seq).to_json())
+    if use_cache:
+        _write_cache(cache, key, record.to_json())
+    return record
+
+
+def theorem51_records(models: list[Entry], settings: Settings, use_cache: bool = True) -> dict[str, Theorem51]:
+    """label -> theorem51_record of every GD++ model on a noise-free prior among `models`."""
+    out = {e.label: theorem51_record(e, settings, use_cache) for e in models}
+    return {k: v for k, v in out.items() if v is not None}
+
+
 # ---------------------------------------------------------------------------- baselines per prior
 @dataclass
 class BaselineRecord(Record):
@@ -679,6 +708,7 @@ class ReportData:
     light: list[Entry] = field(default_factory=list)  # the Table 1 zoo's cells: loss and 7-layer profile only
     light_records: dict[str, LightRecord] = field(default_factory=dict)  # label -> light_record
     light_dirs: list[str] = field(default_factory=list)  # the directories of standalone checkpoints given
+    theorem51: dict[str, Theorem51] = field(default_factory=dict)  # label -> theorem51_record (GD++ at σ = 0)
 
     @property
     def models(self) -> list[Entry]:
@@ -768,6 +798,11 @@ def gather(
     )
     timings["drift"] = time.perf_counter() - t0
     say(f"drift: {timings['drift']:.1f} s")
+    t0 = time.perf_counter()
+    t51 = theorem51_records([*entries, *(e for e, _ in light.values())], settings, use_cache)
+    timings["theorem51"] = time.perf_counter() - t0
+    if t51:
+        say(f"Theorem 5.1 ({len(t51)} GD++ at σ = 0): {timings['theorem51']:.1f} s")
     return ReportData(
         entries,
         records,
@@ -779,4 +814,5 @@ def gather(
         [e for e, _ in light.values()],
         {e.label: r for e, r in light.values()},
         dirs,
+        theorem51=t51,
     )

@@ -136,6 +136,7 @@ def test_views_are_registered_in_order():
         "rescaling_and_step",
         "schedule",
         "full_fits",
+        "theorem51",
         "training_curves",
         "drift",
     ]

@@ -8,6 +8,7 @@ import, in the order of the modules imported here, which is the order of the rep
   layers;
 - `probes`: interp's own: ω per layer, implicit wˡ against solvers, momentum ‖uˡ‖, implied ridge λ, rescaling and
   effective step, the §5.3 layer schedule, FULL-to-DIAG fits;
+- `theorem51`: Theorem 5.1 on the GD++ models at σ = 0: loss after K layers, the preconditioning map per layer;
 - `training`: training and drift curves.
 """
 
@@ -33,6 +34,7 @@ from interp.report.figures.probes import (
     schedule,
     solvers,
 )
+from interp.report.figures.theorem51 import theorem51
 from interp.report.figures.training import drift, training_curves
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "sigma_profiles",
     "solvers",
     "table1",
+    "theorem51",
     "training_curves",
     "view",
 ]
