@@ -44,6 +44,7 @@ from interp.probes.implicit import (
     probe_cache,
     tune_gd_steps,
 )
+from interp.probes.linearity import Linearity, LinearitySummary, implicit_maps, layer_linearity
 from interp.probes.preconditioning import (
     OrderFit,
     Preconditioning,
@@ -88,6 +89,8 @@ __all__ = [
     "FormFits",
     "FunctionalMetrics",
     "ImplicitModel",
+    "Linearity",
+    "LinearitySummary",
     "Lemma44",
     "ProbeResult",
     "Schedule",
@@ -107,7 +110,9 @@ __all__ = [
     "fit_layer_maps",
     "functional_metrics",
     "gd_iterates",
+    "implicit_maps",
     "implicit_model",
+    "layer_linearity",
     "layer_omegas",
     "layer_operator",
     "layer_schedule",
