@@ -57,15 +57,15 @@ def report(path: Path, noise: str | None, eval_seq: int, probe_seq: int) -> tupl
         "the layer, and the largest gap between the measured eigenvalues after the layer and s(1 − γs)² of those",
         "before it (relative to s_max).",
         "",
-        "| K | loss after K layers (median, worst) | order log ε_K / log ε_{K−1} | γ of layer K | γ·s_max "
-        "| κ median / q90 | map error |",
+        "| K | loss after K layers (median, worst) | order log ε_K / log ε_{K−1} (of the median) | γ of layer K "
+        "| γ·s_max | κ median / q90 | map error |",
         "|---|---|---|---|---|---|---|",
     ]
     for K in range(L + 1):
         row = [
             str(K),
             f"{rec.loss[K]:.3g} ± {rec.loss_stderr[K]:.2g} ({rec.loss_median[K]:.3g}, {rec.loss_worst[K]:.3g})",
-            _order(rec.order[K - 1]) if K else "–",
+            f"{_order(rec.order[K - 1])} ({_order(rec.order_median[K - 1])})" if K else "–",
         ]
         if K == 0:
             row += ["–", "–", f"{pre.kappa[0]:.1f} / {pre.kappa_q90[0]:.1f}", "–"]
@@ -87,12 +87,14 @@ def across_depths(records: list[Theorem51]) -> str:
     lines = [
         "### Across depths",
         "",
-        "| L | loss after all L layers | order log ε_L / log ε_{L−1} | κ median entering layer L |",
+        "| L | loss after all L layers (median) | order log ε_L / log ε_{L−1} (of the median) "
+        "| κ median entering layer L |",
         "|---|---|---|---|",
     ]
     for i, L in enumerate(dep.depth):
-        order = _order(dep.order[i - 1]) if i else "–"
-        lines.append(f"| {L} | {dep.loss[i]:.3g} ± {dep.loss_stderr[i]:.2g} | {order} | {dep.kappa_last[i]:.3g} |")
+        order = f"{_order(dep.order[i - 1])} ({_order(dep.order_median[i - 1])})" if i else "–"
+        loss = f"{dep.loss[i]:.3g} ± {dep.loss_stderr[i]:.2g} ({dep.loss_median[i]:.3g})"
+        lines.append(f"| {L} | {loss} | {order} | {dep.kappa_last[i]:.3g} |")
     lines += ["", f"Fitted order across depths: {_fit(dep.fit)}."]
     return "\n".join(lines) + "\n"
 

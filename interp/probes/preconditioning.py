@@ -176,6 +176,7 @@ class Theorem51(Record):
     loss[K], K = 0..L: adjusted loss after K layers (= ½·MSE at σ = 0) over n_seq sequences, its standard error,
     median and worst sequence (loss_stderr, loss_median, loss_worst);
     order[l], l = 0..L−1: log ε_{l+1} / log ε_l, the order of layer l+1's step (convergence_order);
+    order_median[l]: the same of the median sequence's loss (the mean of a deep model is carried by a few contexts);
     fit: the fitted order over the final layers whose loss falls below 1 (OrderFit);
     preconditioning: the map of every layer on probe_seq of the sequences (Preconditioning);
     before[l], after[l]: [L][sample][d], the paired eigenvalues of Σ^l and of Σ^{l+1} of the first `sample`
@@ -189,6 +190,7 @@ class Theorem51(Record):
     loss_median: list
     loss_worst: list
     order: list
+    order_median: list
     fit: OrderFit
     preconditioning: Preconditioning
     before: list
@@ -245,6 +247,7 @@ def theorem51(
         loss_median=[e.median for e in curve],
         loss_worst=[e.worst for e in curve],
         order=convergence_order(loss),
+        order_median=convergence_order([e.median for e in curve]),
         fit=order_fit(range(len(loss)), loss),
         preconditioning=spectra_preconditioning(s, layer_gammas(model)),
         before=before.tolist(),
@@ -255,15 +258,18 @@ def theorem51(
 # ---------------------------------------------------------------------------- across depths
 @dataclass
 class Theorem51Depths(Record):
-    """Theorem 5.1 across GD++ models of several depths L on the same sequences: the final loss ε_L of each (`loss`),
-    log ε_{L'} / log ε_L between consecutive depths (`order`, None unless L' = L + 1 and both in (0, 1)), the fitted
-    order over the final depths (`fit`, slope per layer), and the median κ of the context entering each model's last
-    layer (`kappa_last`: Theorem 5.1 predicts the doubling of log(1/ε) once κ is near 1)."""
+    """Theorem 5.1 across GD++ models of several depths L on the same sequences: the final loss ε_L of each (`loss`;
+    `loss_median` of its median sequence), log ε_{L'} / log ε_L between consecutive depths (`order`, `order_median`;
+    None unless L' = L + 1 and both in (0, 1)), the fitted order over the final depths (`fit`, slope per layer), and
+    the median κ of the context entering each model's last layer (`kappa_last`: Theorem 5.1 predicts the doubling of
+    log(1/ε) once κ is near 1)."""
 
     depth: list
     loss: list
     loss_stderr: list
+    loss_median: list
     order: list
+    order_median: list
     fit: OrderFit
     kappa_last: list
 
@@ -274,8 +280,13 @@ def theorem51_depths(records: Sequence[Theorem51]) -> Theorem51Depths:
     depth = [len(r.loss) - 1 for r in recs]
     if len(set(depth)) != len(depth):
         raise InvalidArgument(f"records: one per depth, got depths {depth}")
-    loss = [r.loss[-1] for r in recs]
-    ratio = convergence_order(loss)
-    order = [o if b == a + 1 else None for o, a, b in zip(ratio, depth[:-1], depth[1:])]
+    loss, median = [r.loss[-1] for r in recs], [r.loss_median[-1] for r in recs]
+
+    def consecutive(eps: list) -> list:
+        return [o if b == a + 1 else None for o, a, b in zip(convergence_order(eps), depth[:-1], depth[1:])]
+
     kappa = [float(r.preconditioning.kappa[len(r.loss) - 2]) for r in recs]  # Σ^{L−1}, entering layer L
-    return Theorem51Depths(depth, loss, [r.loss_stderr[-1] for r in recs], order, order_fit(depth, loss), kappa)
+    stderr = [r.loss_stderr[-1] for r in recs]
+    return Theorem51Depths(
+        depth, loss, stderr, median, consecutive(loss), consecutive(median), order_fit(depth, loss), kappa
+    )

@@ -458,6 +458,9 @@ def light_entries(dirs: list[str], settings: Settings, noise=None, use_cache=Tru
 
 
 # ---------------------------------------------------------------------------- Theorem 5.1 (GD++ at σ = 0)
+THEOREM51_VERSION = 1  # bump when interp.probes.Theorem51 gains or changes a field (its cached records then miss)
+
+
 def theorem51_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Theorem51 | None:
     """Theorem 5.1 on a GD++ model of a noise-free prior (interp.probes.theorem51: the loss after K layers on the
     sequences of its adjusted loss, the spectra on `probe_seq` of them), cached beside it under its own key; None for
@@ -466,8 +469,8 @@ def theorem51_record(entry: Entry, settings: Settings, use_cache: bool = True) -
         return None
     model, _, digest = load_with_digest(entry.checkpoint)
     on_prior = _on_prior(entry, settings)
-    key = cache_key(
-        digest, on_prior, kind="report-theorem51", report_version=REPORT_VERSION, probe_seq=settings.probe_seq
+    key = cache_key(  # THEOREM51_VERSION: the fields of interp.probes.Theorem51
+        digest, on_prior, kind="report-theorem51", version=THEOREM51_VERSION, probe_seq=settings.probe_seq
     )
     cache = _cache_path(entry)
     hit = _cached(cache, key, Theorem51) if use_cache else None

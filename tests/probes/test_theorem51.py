@@ -73,6 +73,7 @@ def test_a_hand_built_gdpp_follows_the_map_and_the_exact_loss():
         exact = gdpp_noise_free_loss(om_xx[:K], om_yx[:K], SPECTRUM[None])[0].item()
         assert rec.loss[K] == pytest.approx(exact, rel=1e-10, abs=1e-14)
     assert rec.loss[0] == pytest.approx(D / 2, rel=1e-12)  # ŷ = 0: ½ E[y_t²] = d / 2
+    assert rec.order_median == convergence_order(rec.loss_median)
     # [L, sample, d], paired by eigenvector
     before, after = (torch.tensor(v, dtype=torch.float64) for v in (rec.before, rec.after))
     assert before.shape == (3, D * D, D) and rec.probe_seq == D * D
@@ -113,6 +114,8 @@ def test_across_depths():
     assert dep.depth == [1, 2, 3]
     assert dep.loss == pytest.approx([r.loss[-1] for r in reversed(recs)])
     assert dep.order == pytest.approx(convergence_order(dep.loss))
+    assert dep.loss_median == [r.loss_median[-1] for r in reversed(recs)]
+    assert dep.order_median == pytest.approx(convergence_order(dep.loss_median))
     kappa0 = (SPECTRUM.max() / SPECTRUM.min()).item()
     assert dep.kappa_last[0] == pytest.approx(kappa0)  # GD++-1's only layer reads the raw context
     with pytest.raises(InvalidArgument, match="one per depth"):
