@@ -2,7 +2,7 @@
 each layer's preconditioning step the map s ↦ s(1 − γs)²?
 
     OMP_NUM_THREADS=1 python experiments/theorem51.py                       # the Table 1 zoo's GD++ on uniform:0
-    OMP_NUM_THREADS=1 python experiments/theorem51.py MODEL ... --noise uniform:0 --eval-seq 20000
+    OMP_NUM_THREADS=1 python experiments/theorem51.py MODEL ... --noise uniform:0 --eval-seq 20000 --worst 3
 
 For each model, interp.probes.theorem51 (interp.probes.preconditioning): the adjusted loss after K = 0..L layers on
 its prior (at σ = 0 the oracle is exact, so this is ½·MSE), the order of convergence from one layer to the next
@@ -10,7 +10,7 @@ its prior (at σ = 0 the oracle is exact, so this is ½·MSE), the order of conv
 and per layer γ_l = −ω_xx^l, the median γ_l · s_max(Σ^l) (the theorem's choice is 1/3), the median and
 90th-percentile condition number of Σ^l, and how far the measured eigenvalues of Σ^{l+1} are from the map applied to
 Σ^l's; then, across the models, interp.probes.theorem51_depths: the final loss against the depth and its order.
-Prints markdown.
+`--worst N` adds the N sequences with the largest error after all layers and their raw spectra. Prints markdown.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 
 from interp.evalset import EvalSet
 from interp.files import InvalidArgument
-from interp.probes.preconditioning import Theorem51, check_gdpp, theorem51, theorem51_depths
+from interp.probes.preconditioning import Theorem51, check_gdpp, context_spectra, theorem51, theorem51_depths
 from interp.run import resolve_model
 
 ZOO = Path(__file__).resolve().parent / "zoo" / "table1" / "uniform0"
@@ -39,7 +39,26 @@ def _fit(fit) -> str:
     return f"slope {fit.slope:.3f} per layer from K = {fit.start} (order {fit.order:.2f}; second order: log 2 = 0.693)"
 
 
-def report(path: Path, noise: str | None, eval_seq: int, probe_seq: int) -> tuple[str, Theorem51]:
+def worst_contexts(model, data: EvalSet, count: int) -> str:
+    """The `count` sequences of `data` with the largest ½(ŷ − y_t)² after all layers, with the share of the mean they
+    carry and their raw context's extreme eigenvalues (interp.probes.context_spectra, l = 0), as one markdown line."""
+    losses, tokens = [], []
+    for b in data.batches():
+        with torch.no_grad():
+            losses.append(0.5 * (model(b.tokens) - b.target) ** 2)
+        tokens.append(b.tokens)
+    loss = torch.cat(losses)
+    top = loss.topk(min(count, len(loss))).indices
+    s = context_spectra(model, torch.cat(tokens)[top])[0]  # [count, d], ascending
+    share = loss[top].sum() / loss.sum()
+    each = "; ".join(
+        f"{loss[i]:.2g} (s_min {s[k, 0]:.2f}, s_max {s[k, -1]:.1f}, κ {s[k, -1] / s[k, 0]:.0f})"
+        for k, i in enumerate(top.tolist())
+    )
+    return f"The {count} worst sequences after all layers carry {share:.0%} of the mean: {each}."
+
+
+def report(path: Path, noise: str | None, eval_seq: int, probe_seq: int, worst: int = 0) -> tuple[str, Theorem51]:
     m = resolve_model(path)
     check_gdpp(m.model)  # the map s ↦ s(1 − γs)² is GD++'s: refused before the evaluation
     noise = noise or m.noise
@@ -78,6 +97,8 @@ def report(path: Path, noise: str | None, eval_seq: int, probe_seq: int) -> tupl
             ]
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", f"Fitted order: {_fit(rec.fit)}."]
+    if worst:
+        lines += ["", worst_contexts(m.model, data, worst)]
     return "\n".join(lines) + "\n", rec
 
 
@@ -105,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--noise", help="evaluate on this prior (default: each model's own)")
     ap.add_argument("--eval-seq", type=int, default=100_000)
     ap.add_argument("--probe-seq", type=int, default=4_000)
+    ap.add_argument("--worst", type=int, default=0, help="also list the N worst sequences' raw spectra (default 0)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     models = args.models or sorted(ZOO.glob("gdpp*.safetensors"), key=lambda p: int(p.stem[4:]))
@@ -114,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     for path in models:
         try:
-            text, rec = report(path, args.noise, args.eval_seq, args.probe_seq)
+            text, rec = report(path, args.noise, args.eval_seq, args.probe_seq, args.worst)
         except InvalidArgument as e:  # a missing or unreadable file, or not a GD++ model: one line, exit status 2
             print(f"theorem51: {path}: {e}" if str(path) not in str(e) else f"theorem51: {e}", file=sys.stderr)
             return 2
