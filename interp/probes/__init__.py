@@ -44,7 +44,14 @@ from interp.probes.implicit import (
     probe_cache,
     tune_gd_steps,
 )
-from interp.probes.linearity import Linearity, LinearitySummary, implicit_maps, layer_linearity
+from interp.probes.linearity import (
+    Linearity,
+    LinearitySummary,
+    StudyRow,
+    VariantStudy,
+    implicit_maps,
+    layer_linearity,
+)
 from interp.probes.preconditioning import (
     OrderFit,
     Preconditioning,
@@ -94,6 +101,8 @@ __all__ = [
     "Lemma44",
     "ProbeResult",
     "Schedule",
+    "StudyRow",
+    "VariantStudy",
     "WeightMetrics",
     "as_float64",
     "block_ablation",

@@ -20,6 +20,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.evaluate import LossEstimate
 from interp.files import InvalidArgument, InvalidType
 from interp.model import LinearTransformer
 from interp.probes.implicit import as_float64, implicit_by_lstsq, layer_update
@@ -90,6 +91,37 @@ class LinearitySummary(Record):
     query_max: list[float]
     gap_median: list[float]
     gap_max: list[float]
+
+
+@dataclass
+class StudyRow(Record):
+    """One model of a variants study (experiments/variants.py, docs/variants.md): what it is, its adjusted loss on its
+    training prior, and its linearity summary."""
+
+    name: str  # "full" / "diag" (the Table 1 zoo's files), or the variant's name ("ffn_relu", "softmax", ...)
+    label: str  # how tables and figures write it ("FULL+ReLU FFN")
+    layers: int
+    file: str  # relative to the repository
+    loss: LossEstimate
+    linearity: LinearitySummary
+    steps: int | None = None  # training steps of a variant (None: a Table 1 zoo file)
+    train_wall_s: float | None = None
+    sha256: str | None = None  # of the file measured
+    pin_loss: LossEstimate | None = (
+        None  # adjusted loss on fewer sequences, which tests/test_variants_zoo.py recomputes
+    )
+
+
+@dataclass
+class VariantStudy(Record):
+    """Every model of a variants study, and how it was measured (the report's variants views read it)."""
+
+    rows: list[StudyRow]
+    eval: dict  # the adjusted loss's sequences (interp.EvalSet.describe())
+    probe: dict  # the linearity probe's sequences
+    machine: dict  # CPU model, torch's CPU capability, threads
+    command: str
+    wall_s: float  # the measurements' wall time
 
 
 def layer_linearity(model, tokens: Float[Tensor, "batch pos D"]) -> Linearity:

@@ -37,9 +37,11 @@ from interp.evaluate import (
     sigma_grid,
     sigma_profile,
 )
-from interp.files import CheckpointError, open_regular
+from interp.files import CheckpointError, open_regular, read_regular_file
+from interp.limits import MAX_TEXT_BYTES
 from interp.params import Parameterization, of
 from interp.probes.drift import DriftData, drift_record
+from interp.probes.linearity import VariantStudy
 from interp.probes.preconditioning import Theorem51, theorem51
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
@@ -698,6 +700,27 @@ class DriftPoint(Record):
         )
 
 
+# ---------------------------------------------------------------------------- the variants study
+VARIANTS_STUDY = Path("variants") / "summary.json"  # experiments/zoo/variants/summary.json (experiments/variants.py)
+
+
+def variants_study(paths: list[str | Path]) -> VariantStudy | None:
+    """The variants study (FFN, softmax and kernel attention: experiments/variants.py) beside the models: the first
+    <parent of a path>/variants/summary.json (for `interp report`'s default models, experiments/zoo's); None where
+    there is none. CheckpointError naming the file when it is not a study."""
+    for parent in dict.fromkeys(Path(p).absolute().parent for p in paths):
+        path = parent / VARIANTS_STUDY
+        if not path.is_file():
+            continue
+        try:
+            return VariantStudy.from_json(json.loads(read_regular_file(path, MAX_TEXT_BYTES, "variants study")))
+        except (ValueError, TypeError, KeyError, AttributeError) as err:
+            if isinstance(err, CheckpointError):
+                raise
+            raise CheckpointError(f"{path}: not a variants study ({type(err).__name__}: {err})") from None
+    return None
+
+
 # ---------------------------------------------------------------------------- everything
 @dataclass
 class ReportData:
@@ -712,6 +735,7 @@ class ReportData:
     light_records: dict[str, LightRecord] = field(default_factory=dict)  # label -> light_record
     light_dirs: list[str] = field(default_factory=list)  # the directories of standalone checkpoints given
     theorem51: dict[str, Theorem51] = field(default_factory=dict)  # label -> theorem51_record (GD++ at σ = 0)
+    variants: VariantStudy | None = None  # the variants study beside the models (`variants_study`), if any
 
     @property
     def models(self) -> list[Entry]:
@@ -818,4 +842,5 @@ def gather(
         {e.label: r for e, r in light.values()},
         dirs,
         theorem51=t51,
+        variants=variants_study(paths),
     )
