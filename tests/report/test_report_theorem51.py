@@ -55,6 +55,8 @@ def test_the_view_draws_the_depths_present(zoo):
     curves = [t for t in fig.data if t.legendgroup == "map"]
     assert len(measured) == len(curves) == 3  # one panel per layer of the deepest model, GD++-3
     assert len(measured[0].x) == 16 * 10  # 16 sequences × d eigenvalues
+    assert all(tr.hovertemplate for tr in fig.data)  # the report's rule: every trace hovers, every x axis is titled
+    assert all(ax.title.text for name in fig.layout if name.startswith("xaxis") for ax in [fig.layout[name]])
     for l, (pts, line) in enumerate(zip(measured, curves)):  # the points lie on the curve s(1 − γs)²
         gamma = float(recs["gdpp3"].preconditioning.gamma[l])
         assert all(abs(y - x * (1 - gamma * x) ** 2) <= 1e-12 * max(pts.x) for x, y in zip(pts.x, pts.y))

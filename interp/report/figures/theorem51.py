@@ -127,7 +127,7 @@ def theorem51(data: ReportData, models: list | None = None) -> go.Figure | Note:
                 legendgroup="map",
                 showlegend=l == 0,
                 line=dict(color="#888", width=1.5, dash="dash"),
-                hoverinfo="skip",
+                hovertemplate=f"s(1 − γs)², γ = {gamma:.4g}<br>s %{{x:.4g}} ↦ %{{y:.4g}}<extra></extra>",
             ),
             row=2,
             col=l + 1,
