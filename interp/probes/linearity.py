@@ -107,9 +107,8 @@ class StudyRow(Record):
     steps: int | None = None  # training steps of a variant (None: a Table 1 zoo file)
     train_wall_s: float | None = None
     sha256: str | None = None  # of the file measured
-    pin_loss: LossEstimate | None = (
-        None  # adjusted loss on fewer sequences, which tests/test_variants_zoo.py recomputes
-    )
+    pin_loss: LossEstimate | None = None  # the adjusted loss on fewer sequences (a pin tests recompute)
+    vs_control: LossEstimate | None = None  # per sequence, its adjusted loss minus the same-budget FULL's (paired)
 
 
 @dataclass
