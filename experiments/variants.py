@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ZOO = ROOT / "experiments" / "zoo" / "variants"
 TABLE1 = ROOT / "experiments" / "zoo" / "table1" / "uniform5"
 RESULTS = ROOT / "experiments" / "results"
+INTERPRETATION = RESULTS / "variants_interpretation.md"  # written by hand for the numbers of variants.md
 NOISE, D, N, SEED = "uniform:5", 10, 20, 0
 DEPTHS = (2, 3, 4)
 STEPS, BATCH = 5000, 512  # about 1-3 min a run on one thread
@@ -205,7 +206,12 @@ def write_markdown(study: VariantStudy, interpretation: str) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-only", action="store_true", help="train the missing runs, measure nothing")
-    parser.add_argument("--interpretation", type=Path, help="a markdown file with the interpretation paragraph")
+    parser.add_argument(
+        "--interpretation",
+        type=Path,
+        default=INTERPRETATION,
+        help=f"the hand-written interpretation to include (default {INTERPRETATION.relative_to(ROOT)})",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     train_missing()
@@ -215,7 +221,7 @@ def main(argv=None) -> int:
     rows = measure()
     data = EvalSet(NOISE, d=D, n=N, n_seq=EVAL_SEQ, seed=0)
     study = VariantStudy(rows, data.describe(), PROBE.describe(), machine(), COMMAND, time.perf_counter() - t0)
-    text = args.interpretation.read_text().strip() if args.interpretation else "(not written yet)"
+    text = args.interpretation.read_text().strip() if args.interpretation.is_file() else "(not written yet)"
     summary = json.dumps(study.to_json(), indent=1) + "\n"
     atomic_write_text(RESULTS / "variants.json", summary)
     atomic_write_text(ZOO / "summary.json", summary)  # beside the files: what the report's variants views read

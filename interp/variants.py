@@ -73,6 +73,9 @@ class VariantConfig:
     feature_map: str = "elu1"
     dtype: str = "float32"
     init_scale: float = 2e-3  # std of the initial entries, divided by n_layers (as interp.config.ModelConfig)
+    # kernel attention: std of the initial K_k, Q_k (None: init_scale / n_layers). Near 0, elu + 1 is 1 + z and the
+    # bilinear term φ(K e_j)ᵀ φ(Q e_i) − D is third order in the small weights: a plateau (docs/variants.md)
+    qk_scale: float | None = None
 
     def __post_init__(self) -> None:
         _check_fields(self)
@@ -81,6 +84,10 @@ class VariantConfig:
         _check_range("n_heads", self.n_heads, 1, MAX_HEADS)
         _check_range("d_mlp", self.d_mlp, 1, MAX_D)
         _check_range("init_scale", self.init_scale, 0.0, 1e6)
+        if self.qk_scale is not None:
+            _check_range("qk_scale", self.qk_scale, 0.0, 1e6)
+            if self.attention != "kernel":
+                raise InvalidArgument(f"qk_scale is kernel attention's K, Q init; {self.attention} attention has none")
         for name, choices in (
             ("attention", ATTENTIONS),
             ("param", tuple(ARCHS)),
@@ -289,10 +296,12 @@ class VariantTransformer(HookedRootModule):
             self.init_weights(generator)
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
-        """Small Gaussian init, std = init_scale / n_layers, every weight (as interp.model.LinearTransformer)."""
-        std = self.cfg.init_scale / self.cfg.n_layers
+        """Small Gaussian init, std = init_scale / n_layers, every weight (as interp.model.LinearTransformer); kernel
+        attention's K_k, Q_k std qk_scale where it is set."""
+        small, qk = self.cfg.init_scale / self.cfg.n_layers, self.cfg.qk_scale
         with torch.no_grad():
-            for p in self.parameters():
+            for name, p in self.named_parameters():
+                std = qk if qk is not None and name.endswith(("attn.K", "attn.Q")) else small
                 p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float64).to(p.dtype) * std)
 
     def _check_tokens(self, tokens: Tensor) -> Tensor:

@@ -177,6 +177,8 @@ def test_a_tiny_training_run_lowers_the_loss_and_round_trips(tmp_path):
         (dict(feature_map="exp"), "feature_map"),
         (dict(attention="softmax", param="diag"), "param"),
         (dict(n_layers=0), "n_layers"),
+        (dict(qk_scale=0.3), "qk_scale"),
+        (dict(attention="kernel", qk_scale=-1.0), "qk_scale"),
     ],
 )
 def test_bad_configs_name_the_field(fields, name):
