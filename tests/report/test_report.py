@@ -137,6 +137,8 @@ def test_views_are_registered_in_order():
         "schedule",
         "full_fits",
         "theorem51",
+        "variants_linearity",
+        "variants_loss",
         "training_curves",
         "drift",
     ]

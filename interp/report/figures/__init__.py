@@ -9,9 +9,9 @@ import, in the order of the modules imported here, which is the order of the rep
 - `probes`: interp's own: ω per layer, implicit wˡ against solvers, momentum ‖uˡ‖, implied ridge λ, rescaling and
   effective step, the §5.3 layer schedule, FULL-to-DIAG fits;
 - `theorem51`: Theorem 5.1 on the GD++ models at σ = 0: loss after K layers, the preconditioning map per layer;
-- `training`: training and drift curves;
-- `variants`: the variants study (FFN, softmax and kernel attention) beside the models, in the `probes` section: each
-  layer's distance from Theorem 4.1's implicit linear model, loss vs layers.
+- `variants`: the variants study (FFN, softmax and kernel attention) beside the models: each layer's distance from
+  Theorem 4.1's implicit linear model, loss vs layers;
+- `training`: training and drift curves.
 """
 
 from __future__ import annotations
@@ -37,8 +37,11 @@ from interp.report.figures.probes import (
     solvers,
 )
 from interp.report.figures.theorem51 import theorem51
-from interp.report.figures.training import drift, training_curves
 from interp.report.figures.variants import variants_linearity, variants_loss
+
+# isort: split
+# (the training views register last: their section is the report's last)
+from interp.report.figures.training import drift, training_curves
 
 __all__ = [
     "REGISTRY",
