@@ -1,4 +1,4 @@
-"""Basins of the noise-free GD++ loss: L-BFGS on its closed form (interp.spectral.gdpp_noise_free_loss, the exact
+"""Basins of the noise-free GD++ loss: L-BFGS on its closed form (interp.noise_free.gdpp_noise_free_loss, the exact
 mean over w and x_t of each context, from XᵀX's spectrum) from random starts, each minimum scored on fresh contexts.
 
     OMP_NUM_THREADS=1 python experiments/noise_free_basins.py --layers 4 --starts 12
@@ -16,7 +16,7 @@ import argparse
 import torch
 from noise_free_tail import spectra  # this directory's script: the same fresh contexts
 
-from interp.spectral import gdpp_noise_free_loss
+from interp.noise_free import gdpp_noise_free_loss
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """How much of a noise-free GD++ cell's Table 1 value is its sample: the exact expected loss of each context
-(interp.spectral.gdpp_noise_free_loss, the mean over w and x_t, from the spectrum of XᵀX alone) on --contexts fresh
+(interp.noise_free.gdpp_noise_free_loss, the mean over w and x_t, from the spectrum of XᵀX alone) on --contexts fresh
 contexts, split into disjoint samples of --sample contexts (the paper's and the table's 10⁵).
 
     OMP_NUM_THREADS=1 python experiments/noise_free_tail.py                 # the Table 1 zoo's GD++ on uniform:0
@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from interp.run import resolve_model
-from interp.spectral import context_spectrum, gdpp_noise_free_loss
+from interp.noise_free import gdpp_noise_free_loss
+from interp.spectral import context_spectrum
 from interp.tasks import draw_tasks
 
 ZOO = Path(__file__).resolve().parent / "zoo" / "table1" / "uniform0"

@@ -402,6 +402,19 @@ class TrainConfig:
         zero=True,
         metavar="KAPPA",
     )
+    # Rounds of the spectral polish (interp.train.spectral_polish): L-BFGS on GD++'s exact noise-free loss over a
+    # multi-scale importance-weighted proposal of eigenvalues (interp.noise_free). None: the preset's.
+    spectral_polish: int | None = option(
+        None,
+        "--spectral-polish",
+        "rounds of L-BFGS on GD++'s exact noise-free loss, eigenvalue by eigenvalue, over contexts drawn at several "
+        "scales and importance-weighted so that the rare contexts that carry a deep model's mean are in every round; "
+        "a round kept only where it lowers the loss on a second fresh draw; GD++ Adam phases (--arch gdpp, or "
+        "--start-as gdpp) on a noise-free prior only; 0 for none (default from --preset: 3 from 5 layers on a "
+        "noise-free prior, else 0)",
+        "int",
+        metavar="ROUNDS",
+    )
     # GD++ ⊂ DIAG ⊂ FULL (interp.params.nests): Adam and the polish may train a nested parameterization, whose model is
     # embedded exactly in the run's own for the saved checkpoints. None: the preset's (interp.presets).
     start_as: str | None = option(
@@ -447,6 +460,13 @@ class TrainConfig:
             _check_range("polish_tail", self.polish_tail, 0.0, 1e6)
             if self.polish_tail > 0 and not as_prior(self.noise).sigma_max > 0:
                 raise InvalidArgument("polish_tail must be 0 on a noise-free prior (its tail set needs σ_max > 0)")
+        if self.spectral_polish is not None:
+            _check_range("spectral_polish", self.spectral_polish, 0, 100)
+            if self.spectral_polish > 0:
+                if as_prior(self.noise).sigma_max > 0:
+                    raise InvalidArgument("spectral_polish needs a noise-free prior (uniform:0 or fixed:0)")
+                if self.x_cov is not None:
+                    raise InvalidArgument("spectral_polish needs x ~ N(0, I) (no --x-cov)")
         if self.start_as is not None:
             if self.start_as not in PARAMS:
                 raise InvalidArgument(f"start_as must be one of {', '.join(PARAMS)}, got {self.start_as!r:.60}")
@@ -486,6 +506,7 @@ class TrainConfig:
         data.setdefault("stress", 0.0)  # written before the field existed: trained without it
         data.setdefault("polish", 0)  # the same
         data.setdefault("polish_tail", 0.0)  # the same
+        data.setdefault("spectral_polish", 0)  # the same
         data.setdefault("start_as", data["model"].param)  # the same: Adam trained the run's own parameterization
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names

@@ -68,6 +68,16 @@ NOISE_FREE_POLISH = 4  # rounds (TrainConfig.polish)
 # within 1.6× of each other from 4 layers at σ_max = 0, while at 2-3 layers DIAG and FULL beat GD++ (0.265 against
 # 0.341 at 2) and train from their own init.
 NOISE_FREE_NEST = ("gdpp", 4)  # (the parameterization Adam trains, from this many layers)
+# The polish fits 65 536 sequences a round, and a 4-7-layer GD++'s mean over 10⁶ noise-free sequences is carried by
+# one to ten contexts that no such batch holds (a λ_max(XᵀX) near its 10⁻⁶ quantile, where s^L diverges; a small
+# λ_min, where the iteration has not converged): the grid's best seeds read 1.8×, 5×, 4.5× and 32× the paper at 4, 5,
+# 6 and 7 layers. The spectral polish (interp.train.spectral_polish) fits GD++'s exact loss per eigenvalue over
+# contexts drawn at five scales from 0.6 to 1.45 and importance-weighted (interp.noise_free.spectral_proposal), so
+# every round sees those tails: presets.md, session 26.
+SPECTRAL_POLISH = 3  # rounds (TrainConfig.spectral_polish), on GD++'s Adam phase (DIAG and FULL: NOISE_FREE_NEST)
+# From 5 layers: at 4 the loss it finds (1.2e-4 against 1.9e-4 on a check of 10⁶ contexts) is the fragile basin of
+# session 11, which blew up on a fresh 10⁶ (one context at 6·10¹³): presets.md, session 26.
+SPECTRAL_POLISH_FROM = 5
 # Noisy priors, 3- and 4-layer DIAG: the y→y term compounds through the layers (the prediction grows like (Σ y²)^13 past
 # a threshold), so contexts with σ near σ_max and a large Σ y² (beyond its 10⁻⁴ quantile) blow up; Adam's guarded loss
 # log-compresses them and never learns them away. On 10⁶ sequences 5 of 8 such runs had a worst sequence of 3.5·10³ to
@@ -96,11 +106,12 @@ NOISY_PEAK_LR = {("diag", 3): 1e-2, ("diag", 4): 1e-2}  # (param, L) → the fas
 
 
 def resolve(cfg: TrainConfig) -> TrainConfig:
-    """Fill start_as / steps / lr / schedule / stress / polish / polish_tail from the preset where they were left at
-    None: by architecture (start_as's, the one Adam trains) and depth, and for the fast preset also by the prior's
-    noise level (FAST_LOW_NOISE; on a noise-free prior the polish and float64, NOISE_FREE_POLISH, and from 4 layers
-    DIAG and FULL start as GD++, NOISE_FREE_NEST; on a noisy prior 3- and 4-layer DIAG take the polish too,
-    NOISY_POLISH, with its tail term, NOISY_POLISH_TAIL, and a higher peak lr, NOISY_PEAK_LR)."""
+    """Fill start_as / steps / lr / schedule / stress / polish / polish_tail / spectral_polish from the preset where
+    they were left at None: by architecture (start_as's, the one Adam trains) and depth, and for the fast preset also
+    by the prior's noise level (FAST_LOW_NOISE; on a noise-free prior the polish and float64, NOISE_FREE_POLISH,
+    from 4 layers DIAG and FULL start as GD++, NOISE_FREE_NEST, and from 5 layers GD++'s Adam phase ends with the
+    spectral polish, SPECTRAL_POLISH; on a noisy prior 3- and 4-layer DIAG take the polish too, NOISY_POLISH, with its
+    tail term, NOISY_POLISH_TAIL, and a higher peak lr, NOISY_PEAK_LR)."""
     L = cfg.model.n_layers
     sigma_max = max(as_prior(cfg.noise).values)
     noise_free = sigma_max == 0
@@ -119,6 +130,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
             stress_scale=FAST_STRESS_SCALE,
             polish=0,
             polish_tail=0.0,
+            spectral_polish=0,
         )
     elif cfg.preset == "fast":
         table = FAST_PEAK_LRS[param]
@@ -130,6 +142,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
             stress_scale=FAST_STRESS_SCALE,
             polish=0,
             polish_tail=0.0,
+            spectral_polish=0,
         )
         if L >= FAST_LONG_FROM.get(param, float("inf")):
             defaults.update(steps=FAST_LONG_STEPS_PER_LAYER * L, **FAST_LONG)
@@ -142,6 +155,8 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
             defaults.update(polish=NOISE_FREE_POLISH)  # Adam in float32 as before; the polish runs in float64
             if cfg.polish_tail is None:
                 defaults.update(polish_tail=NOISY_POLISH_TAIL)
+        if noise_free and param == "gdpp" and L >= SPECTRAL_POLISH_FROM and cfg.x_cov is None:
+            defaults.update(spectral_polish=SPECTRAL_POLISH)
         if noise_free and cfg.polish is None:  # noise-free: float64 and the polish
             defaults.update(polish=NOISE_FREE_POLISH)
             if cfg.model.dtype == "float32":  # the default (a float32 run on this prior: pass --polish too)
@@ -154,6 +169,11 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         raise InvalidArgument(f"unknown schedule {cfg.schedule!r} (onecycle or constant)")
     if cfg.guard not in ("robust", "none"):
         raise InvalidArgument(f"unknown guard {cfg.guard!r} (robust or none)")
+    if cfg.spectral_polish > 0 and cfg.start_as != "gdpp":
+        raise InvalidArgument(
+            f"spectral_polish polishes a GD++ model; this run's Adam phase trains {cfg.start_as} "
+            "(--arch gdpp, or --start-as gdpp for diag and full)"
+        )
     if cfg.polish_tail > 0 and cfg.polish == 0:
         raise InvalidArgument(f"polish_tail {cfg.polish_tail:g} needs polish rounds (--polish), got none")
     if cfg.steps < 1 or cfg.batch < 1 or cfg.n < 1 or not cfg.lr > 0:

@@ -44,6 +44,8 @@ from interp.presets import resolve
 
 FORMAT_VERSION = 1
 _CKPT_RE = re.compile(r"^step_(\d{1,12})\.safetensors$")
+# The phases that follow Adam, in the order a run trains them (interp.train): each starts from the one before.
+POST_ADAM = ("polish", "spectral_polish")
 
 
 class RunLocked(CheckpointError):
@@ -372,9 +374,11 @@ class Run:
     def record_trained_on(self, step: int, phase: str, machine: dict, fresh: bool = False) -> None:
         """Note that training continues from `step` in `phase` on `machine`, replacing what the new segment replays: a
         start from step 0 (`fresh`) every segment, Adam from `step` the Adam segments from `step` on (a killed
-        process's) and any polish, a polish the earlier polish. Written atomically."""
+        process's) and every phase after Adam, a phase after Adam (POST_ADAM) its earlier run and the phases after
+        it. Written atomically."""
         rows = [] if fresh else self.trained_on()
-        keep = [r for r in rows if r["phase"] != "polish" and (phase == "polish" or r["step"] < step)]
+        later = POST_ADAM[POST_ADAM.index(phase) :] if phase in POST_ADAM else POST_ADAM
+        keep = [r for r in rows if r["phase"] not in later and (phase in POST_ADAM or r["step"] < step)]
         keep.append({"step": step, "phase": phase, **machine})
         atomic_write_text(self.trained_on_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep))
 

@@ -250,22 +250,3 @@ def context_spectrum(
         return s.clamp_min(0), torch.ones_like(s)
     lam = torch.as_tensor(x_cov, dtype=torch.float64)
     return s.clamp_min(0), einsum(V, lam, V, "b i j, i k, b k j -> b j")
-
-
-def gdpp_noise_free_loss(
-    omega_xx: Float[Tensor, " L"], omega_yx: Float[Tensor, " L"], s: Float[Tensor, "batch d"], u: Tensor | None = None
-) -> Float[Tensor, " batch"]:
-    """E over w ~ N(0, I) and x_t ~ N(0, Λ) of ½(ŷ − y_t)² for a GD++ model (ω_xy = ω_yy = 0) on a noise-free
-    context with spectrum s (and query variances u, context_spectrum), differentiable in the ω's.
-
-    Every token's x goes through A^l = I + ω_xx^l Σ^l (Σ^l commutes with Σ: the eigenvalues map as
-    s ↦ s(1 + ω_xx s)², Vladymyrov et al. 2024, Theorem 5.1), and the query's error is wᵀ Π_l (I + ω_yx^l Σ^l) x_t,
-    so the loss is ½ Σ_j u_j f(s_j)² with f(s) = Π_l (1 + ω_yx^l s^l) (derived; tests/test_spectral.py checks it
-    against the model's error matrix).
-    """
-    f = torch.ones_like(s)
-    for w_xx, w_yx in zip(omega_xx, omega_yx):
-        f = f * (1 + w_yx * s)
-        s = s * (1 + w_xx * s) ** 2
-    f2 = f * f
-    return 0.5 * (f2 if u is None else f2 * u).sum(-1)

@@ -14,14 +14,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from jaxtyping import Float
+from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp import checkpoints as ck
 from interp import kernel, moments, presets
-from interp.config import TrainConfig, check_device
+from interp.config import ModelConfig, TrainConfig, check_device
 from interp.files import CheckpointError, InterpError, InvalidArgument, InvalidType, atomic_write_text
 from interp.model import LinearTransformer
-from interp.params import FULL, nests
+from interp.noise_free import EigenSample, gdpp_log_residual, robust_half_square, spectral_proposal
+from interp.params import FULL, GDPP, diag_matrices, nests
 from interp.params import of as arch_of
 from interp.run import Run, load
 from interp.tasks import draw_tasks, stressed_tasks, tail_tasks
@@ -245,6 +248,100 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
                 after = before
         out.append((before, after))
     return out
+
+
+# The spectral polish (TrainConfig.spectral_polish), after the polish, on a GD++ Adam phase at σ = 0: rounds of L-BFGS
+# on GD++'s exact loss per eigenvalue (interp.noise_free), each over SPECTRAL_CONTEXTS fresh contexts taken at every
+# scale of one of SPECTRAL_SCALES (the rounds alternate) and importance-weighted, binned to SPECTRAL_BINS points; a
+# round is kept only where it lowers the same loss on a second fresh draw at the wide scales. Eigenvalues log-compressed
+# above SPECTRAL_CAP (robust_half_square), as the guard compresses a blown-up sequence. Its own data stream,
+# torch.Generator(seed + SPECTRAL_SEED_OFFSET), so that the phase added to a finished run (`extend`) ends as a fresh run
+# of the same config would. On the grid's GD++ at 4-7 layers (10⁶ fresh contexts; presets.md, session 26): ...
+SPECTRAL_CONTEXTS = 131_072
+SPECTRAL_SCALES = ((0.7, 0.85, 1.0, 1.15, 1.3), (0.6, 0.8, 1.0, 1.2, 1.45))
+SPECTRAL_CAPS = (1.0, 100.0, 1e4)
+SPECTRAL_CHECK_CONTEXTS = 1_048_576
+SPECTRAL_BINS = 200_000
+SPECTRAL_ITERS = 500
+SPECTRAL_SEED_OFFSET = 26_000_026
+SPECTRAL_START = "spectral_start.safetensors"  # `extend`: the finished model the phase starts from
+
+
+def spectral_objective(omegas: Float[Tensor, "L 2"], sample: EigenSample, cap: float) -> Tensor:
+    """The spectral polish's loss: E over contexts of Σ_j ½ f(s_j)², each term log-compressed above `cap`, estimated on
+    `sample` (interp.noise_free), for a GD++ with ω_xx, ω_yx = omegas[:, 0], omegas[:, 1]."""
+    log_f = gdpp_log_residual(omegas[:, 0], omegas[:, 1], sample.s)
+    return sample.mean(robust_half_square(log_f, cap))
+
+
+def spectral_polish(
+    omegas: Float[Tensor, "L 2"], cfg: TrainConfig, rounds: int
+) -> tuple[Float[Tensor, "L 2"], list[tuple[float, float]]]:
+    """`rounds` rounds of the spectral polish (SPECTRAL_*) from a GD++'s (ω_xx, ω_yx) per layer: the polished ω's and
+    [(loss before, after)] per round, both the exact mean ½·error² over the phase's plain check contexts.
+    Deterministic given the ω's and cfg.seed."""
+    gen = torch.Generator().manual_seed(cfg.seed + SPECTRAL_SEED_OFFSET)
+    d, n = cfg.model.d, cfg.n
+    check = spectral_proposal(SPECTRAL_CHECK_CONTEXTS, d, n, (1.0,), gen)  # plain, not binned: exact
+    exact = lambda om: float(check.mean(0.5 * gdpp_log_residual(om[:, 0], om[:, 1], check.s).mul(2).exp()))  # noqa: E731
+    current = omegas.detach().to(torch.float64).clone()
+    best = exact(current)
+    out = []
+    for r in range(rounds):
+        scales, cap = SPECTRAL_SCALES[r % len(SPECTRAL_SCALES)], SPECTRAL_CAPS[r % len(SPECTRAL_CAPS)]
+        fit = spectral_proposal(SPECTRAL_CONTEXTS, d, n, scales, gen).binned(SPECTRAL_BINS)
+        trial = current.clone().requires_grad_(True)
+        opt = torch.optim.LBFGS(
+            [trial], lr=1.0, max_iter=SPECTRAL_ITERS, history_size=50, tolerance_grad=0.0, tolerance_change=0.0,
+            line_search_fn="strong_wolfe",
+        )  # fmt: skip
+
+        def closure():
+            opt.zero_grad(set_to_none=True)
+            value = spectral_objective(trial, fit, cap).log()
+            value.backward()
+            return value
+
+        opt.step(closure)
+        with torch.no_grad():
+            after = exact(trial.detach())
+        before = best
+        if math.isfinite(after) and after < best and bool(torch.isfinite(trial).all()):
+            current, best = trial.detach().clone(), after
+        out.append((before, best))
+    return current, out
+
+
+def gdpp_omegas(model: LinearTransformer) -> Float[Tensor, "L 2"]:
+    """(ω_xx, ω_yx) per layer of a model that is a GD++ one: GD++ itself, DIAG with ω_xy = ω_yy = 0, or FULL whose
+    P_k, Q_k are GD++'s diag(p_x I, p_y), diag(q_x I, 0) (what `LinearTransformer.embed` makes); InvalidArgument
+    otherwise."""
+    if model.arch.has_omegas:
+        om = model.omegas()
+        if not (bool((om.omega_xy == 0).all()) and bool((om.omega_yy == 0).all())):
+            raise InvalidArgument(f"a {model.arch.label} model with ω_xy or ω_yy ≠ 0 is not a GD++ model")
+        return torch.stack([om.omega_xx, om.omega_yx], dim=-1).detach()
+    P, Q = model.P.detach(), model.Q.detach()  # [L, H, D, D]
+    d = model.cfg.d
+    p_x, p_y, q_x = P[..., 0, 0], P[..., d, d], Q[..., 0, 0]
+    zero = torch.zeros_like(q_x)
+    want_p, want_q = diag_matrices(p_x, p_y, q_x, zero, d)
+    if not (torch.equal(P, want_p) and torch.equal(Q, want_q)):
+        raise InvalidArgument(f"a {model.arch.label} model whose P, Q are not GD++'s diag(p_x I, p_y), diag(q_x I, 0)")
+    return torch.stack([(p_x * q_x).sum(-1), (p_y * q_x).sum(-1)], dim=-1)
+
+
+def gdpp_from_omegas(omegas: Float[Tensor, "L 2"], cfg: ModelConfig) -> LinearTransformer:
+    """A model of `cfg` (any parameterization that holds GD++) computing the GD++ of these (ω_xx, ω_yx): head 0 with
+    p_x = ω_xx, p_y = ω_yx, q_x = 1, the other heads 0, embedded in cfg's parameterization."""
+    gdpp = LinearTransformer(dataclasses.replace(cfg, param=GDPP.name), init=False)
+    with torch.no_grad():
+        for block, (w_xx, w_yx) in zip(gdpp.blocks, omegas.to(torch.float64)):
+            a = block.attn
+            for weight, value in ((a.p_x, w_xx), (a.p_y, w_yx), (a.q_x, 1.0)):
+                weight.zero_()
+                weight[0] = value
+    return gdpp if cfg.param == GDPP.name else gdpp.embed(cfg)
 
 
 def _init_model(cfg: TrainConfig) -> LinearTransformer:
@@ -491,6 +588,48 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, progress:
         return _train(cfg, run, resume, progress)
 
 
+def extendable(have: TrainConfig, want: TrainConfig) -> bool:
+    """Whether a finished run of resolved config `have` becomes `want`'s by `extend`: they differ only in the spectral
+    polish, which `have` has not had."""
+    return (
+        have.spectral_polish == 0 and want.spectral_polish > 0 and have == dataclasses.replace(want, spectral_polish=0)
+    )
+
+
+def extend(cfg: TrainConfig, run_dir: str | Path) -> TrainResult | None:
+    """Give a finished run the phase its preset added after it was trained, when that is all that differs: today the
+    spectral polish (`spectral_polish`) of a GD++ Adam phase at σ = 0, from the run's final model (its GD++ ω's, which
+    the embedding keeps exactly); the result is the final checkpoint a fresh run of `cfg` would write, as the phase has
+    its own data stream. None when the run already is `cfg`'s; CheckpointError when it holds another run or is not
+    finished. Resumable: the model it starts from is kept as SPECTRAL_START until the new config is written."""
+    if not isinstance(cfg, TrainConfig):
+        raise InvalidType(f"cfg must be an interp.TrainConfig, got {type(cfg).__name__}")
+    run = Run(run_dir)
+    want = presets.resolve(cfg)
+    with run.lock():
+        start = run.path / SPECTRAL_START
+        have = presets.resolve(run.config())
+        if have == want:
+            return None
+        if not extendable(have, want):
+            raise CheckpointError(
+                f"{run.path}: holds another run than the one asked; only a spectral polish can be added"
+            )
+        if not (run.is_complete() or start.exists()):
+            raise CheckpointError(f"{run.path}: not finished; resume it with interp train --resume before extending it")
+        if not start.exists():  # the model the phase starts from, kept until the new config says it is done
+            _, path = run.checkpoints()[-1]
+            ck.save_checkpoint(start, run.load_checkpoint(path, have)[0], have.steps, have)
+        model = run.load_checkpoint(start, have)[0]
+        run.record_trained_on(want.steps, "spectral_polish", training_path(want))
+        omegas, rounds = spectral_polish(gdpp_omegas(model), want, want.spectral_polish)
+        model = gdpp_from_omegas(omegas, want.model).to(want.device)
+        run.save_checkpoint(model, want.steps, want)
+        run.write_config(want)
+        start.unlink()
+    return TrainResult(model=model, run_dir=run.path, step=want.steps, loss=rounds[-1][1])
+
+
 def recursion_bytes(cfg: TrainConfig) -> int:
     """Bytes a torch-backend training step holds: about 6L + 8 matrices [B, d + 2, d + 2] (Ŝ^l, N^l, their gradients
     and autograd's copies; interp.moments.MomentRecursion), plus the batch's tokens. Calibrated on FULL-32, d = 63,
@@ -644,8 +783,12 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         run.record_trained_on(cfg.steps, "polish", machine)
         rounds = polish(model, cfg, state.gen, cfg.polish)  # Adam's model, before it is embedded (NOISE_FREE_NEST)
         mean = rounds[-1][1]
+    if cfg.spectral_polish:  # GD++'s ω's, after the polish: the same phase `extend` adds to a finished run
+        run.record_trained_on(cfg.steps, "spectral_polish", machine)
+        omegas, rounds = spectral_polish(gdpp_omegas(model), cfg, cfg.spectral_polish)
+        model, mean = gdpp_from_omegas(omegas, cfg.model).to(cfg.device), rounds[-1][1]
     model = _as_run_model(model, cfg)
-    if cfg.polish or model is not state.model:  # the polished (or embedded) model is the last checkpoint
+    if cfg.polish or cfg.spectral_polish or model is not state.model:  # the polished (or embedded) model: last
         run.save_checkpoint(model, cfg.steps, cfg)
     return TrainResult(model=model, run_dir=run_dir, step=cfg.steps, loss=mean)
 

@@ -105,6 +105,7 @@ FLAGS = {
     "--stress-scale": "stress_scale",
     "--polish": "polish",
     "--polish-tail": "polish_tail",
+    "--spectral-polish": "spectral_polish",
     "--start-as": "start_as",
 }
 NOT_OPTIONS = {"model", "warmup", "log_every", "model.init_scale"}  # set in Python or config.json only

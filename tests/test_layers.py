@@ -1,6 +1,6 @@
 """The core's layer order (README, Architecture): each module imports only modules below it, at module level.
 
-    render → limits → files → kernel → tasks → params → config → presets → moments → model → checkpoints → run
+    render → limits → files → kernel → tasks → noise_free → params → config → presets → moments → model → checkpoints → run
     → train → variants → ...
 
 No import cycle, no function-local import of interp hiding one, and nothing in the core reaching up into the
@@ -26,6 +26,7 @@ ORDER = [
     "files",
     "kernel",
     "tasks",
+    "noise_free",
     "params",
     "config",
     "presets",

@@ -8,7 +8,8 @@ from interp.config import ModelConfig
 from interp.evalset import EvalSet
 from interp.model import LinearTransformer
 from interp.probes import implicit_model, probe_model
-from interp.spectral import SpectralContext, context_spectrum, gdpp_noise_free_loss
+from interp.noise_free import gdpp_noise_free_loss
+from interp.spectral import SpectralContext, context_spectrum
 from tests.helpers import gd_construction, random_full
 
 torch.set_num_threads(1)

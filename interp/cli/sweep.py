@@ -90,7 +90,13 @@ def cmd_sweep(args) -> int:
         states = plan(expand(options, overrides), args.root)
         for s in states:
             what = s.error or (
-                "done" if Run(s.run_dir).is_complete() else f"resume at step {s.step}" if s.step else "start"
+                "extend (spectral polish)"
+                if s.extend
+                else "done"
+                if Run(s.run_dir).is_complete()
+                else f"resume at step {s.step}"
+                if s.step
+                else "start"
             )
             print(f"{s.run_dir}: {what}")
         print(f"{len(states)} runs")

@@ -77,7 +77,7 @@ def sweep(
     previous = read_summary(root).get("runs", {})  # only its timings: losses come from the validated cache
     cache = open_cache(root / CACHE_FILE) if eval_seq else None
     for s in states:
-        if s.status != "queued" or not Run(s.run_dir).is_complete():
+        if s.status != "queued" or not Run(s.run_dir).is_complete() or s.extend:
             continue
         hit = run_loss(s.run_dir, eval_seq, cache=cache, compute=False) if eval_seq else None
         if hit is not None or not eval_seq:  # finished and evaluated: nothing to do (else a worker evaluates it)

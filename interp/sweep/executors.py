@@ -21,7 +21,7 @@ from interp.sweep.grid import SweepError
 from interp.sweep.planning import RunState
 from interp.sweep.progress import Progress
 from interp.sweep.summary import EVAL_SEQ
-from interp.train import train
+from interp.train import extend, train
 
 
 def run_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = EVAL_SEQ) -> dict:
@@ -38,6 +38,8 @@ def run_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = EVAL_SEQ
         config = TrainConfig.from_dict(cfg)
         if not Run(run_dir).is_complete():  # train holds the run's writer lock; an earlier start is resumed
             train(config, run_dir, resume=Run.is_run(run_dir), progress=False)
+        else:  # finished: a phase its preset added since (the spectral polish), or nothing
+            extend(config, run_dir)
         est = None
         if eval_seq:  # its last checkpoint, on the prior, d, n and Λ it was trained on, through the root's cache
             est = run_loss(run_dir, eval_seq, cache=Path(run_dir).parent / CACHE_FILE).to_dict()

@@ -12,6 +12,7 @@ from interp.files import read_regular_tail
 from interp.presets import resolve
 from interp.run import Run
 from interp.sweep.grid import RunSpec, SweepError
+from interp.train import extendable
 
 
 @dataclass(eq=False)
@@ -27,6 +28,7 @@ class RunState:
     adjusted: dict | None = None  # LossEstimate.to_dict() of the final checkpoint
     error: str | None = None
     seconds: float | None = None
+    extend: bool = False  # finished, and `interp.train.extend` adds the phase its preset has since given it
 
     def summary(self) -> dict:
         return {
@@ -59,6 +61,7 @@ def plan(specs: list[RunSpec], root: str | Path) -> list[RunState]:
             if problem:
                 conflicts.append(problem)
             state.step = last_step(state.run_dir)
+            state.extend = problem is None and _extends(state.run_dir, want)
         states.append(state)
     if conflicts:
         more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
@@ -83,11 +86,19 @@ def _conflict(run_dir: Path, want: TrainConfig) -> str | None:
         return str(err)
     a, b = _flat(have.to_dict()), _flat(want.to_dict())
     diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    if diff and extendable(have, want) and run.is_complete():  # a last phase the preset has since added: extended
+        return None
     if diff:
         have_s = ", ".join(f"{OPTION_NAMES.get(k, k)}={a.get(k)}" for k in diff)
         want_s = ", ".join(f"{OPTION_NAMES.get(k, k)}={b.get(k)}" for k in diff)
         return f"{run_dir}: holds a run with {have_s}, the sweep asks {want_s}"
     return None
+
+
+def _extends(run_dir: Path, want: TrainConfig) -> bool:
+    """Whether the finished run in `run_dir` is to be extended to `want` (interp.train.extendable)."""
+    run = Run(run_dir)
+    return run.is_run(run_dir) and run.is_complete() and extendable(resolve(run.config()), want)
 
 
 def _flat(d: dict, prefix: str = "") -> dict:

@@ -1,5 +1,5 @@
 """Theorem 5.1 (interp.probes.theorem51) against closed forms: a hand-built GD++ model on a context of known spectrum
-gives the map s ↦ s(1 − γs)² to rounding and the exact loss of interp.spectral.gdpp_noise_free_loss, and errors
+gives the map s ↦ s(1 − γs)² to rounding and the exact loss of interp.noise_free.gdpp_noise_free_loss, and errors
 ε_K = ε_0^{2^K} have order 2."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from interp.probes import (
     theorem51,
     theorem51_depths,
 )
-from interp.spectral import gdpp_noise_free_loss
+from interp.noise_free import gdpp_noise_free_loss
 from interp.tasks import TaskBatch
 from tests.helpers import random_diag
 
