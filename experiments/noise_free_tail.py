@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from interp.run import resolve_model
 from interp.noise_free import gdpp_noise_free_loss
+from interp.run import resolve_model
 from interp.spectral import context_spectrum
 from interp.tasks import draw_tasks
 

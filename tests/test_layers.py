@@ -1,7 +1,7 @@
 """The core's layer order (README, Architecture): each module imports only modules below it, at module level.
 
-    render → limits → files → kernel → tasks → noise_free → params → config → presets → moments → model → checkpoints → run
-    → train → variants → ...
+    render → limits → files → kernel → tasks → noise_free → params → config → presets → moments → model → checkpoints
+    → run → train → variants → ...
 
 No import cycle, no function-local import of interp hiding one, and nothing in the core reaching up into the
 report or the CLI (which may import lazily inside functions, to keep `interp --help` fast).

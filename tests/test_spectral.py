@@ -7,8 +7,8 @@ import torch
 from interp.config import ModelConfig
 from interp.evalset import EvalSet
 from interp.model import LinearTransformer
-from interp.probes import implicit_model, probe_model
 from interp.noise_free import gdpp_noise_free_loss
+from interp.probes import implicit_model, probe_model
 from interp.spectral import SpectralContext, context_spectrum
 from tests.helpers import gd_construction, random_full
 

@@ -39,7 +39,8 @@ def _cfg(param="gdpp", layers=5, spectral=0, **kw):
 
 def _gdpp(omegas) -> LinearTransformer:
     return T.gdpp_from_omegas(
-        torch.as_tensor(omegas, dtype=torch.float64), ModelConfig(d=3, n_layers=len(omegas), param="gdpp", dtype="float64")
+        torch.as_tensor(omegas, dtype=torch.float64),
+        ModelConfig(d=3, n_layers=len(omegas), param="gdpp", dtype="float64"),
     )
 
 

@@ -12,6 +12,7 @@ import torch
 from interp import EvalSet, LinearTransformer
 from interp.evaluate import ScoredSet
 from interp.files import InvalidArgument
+from interp.noise_free import gdpp_noise_free_loss
 from interp.probes import (
     Theorem51,
     convergence_order,
@@ -21,7 +22,6 @@ from interp.probes import (
     theorem51,
     theorem51_depths,
 )
-from interp.noise_free import gdpp_noise_free_loss
 from interp.tasks import TaskBatch
 from tests.helpers import random_diag
 
