@@ -162,7 +162,7 @@ def write_markdown(study: VariantStudy, interpretation: str) -> str:
         "− FULL (same budget), paired",
         "context residual, layers 1..L (median)",
         "query residual (median)",
-        "|ŷˡ − ⟨wˡ, x_t⟩| (median)",
+        "prediction gap from ⟨wˡ, x_t⟩ (median)",
         "train s",
     ]
     m = study.machine
