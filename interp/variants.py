@@ -67,14 +67,14 @@ class VariantConfig:
     n_layers: int = 2
     n_heads: int = 1
     attention: str = "linear"
-    param: str = "full"  # the linear attention's parameterization (interp.params); ignored by softmax and kernel
+    param: str = "full"  # the linear attention's parameterization (interp.params); softmax and kernel: full only
     mlp: str = "none"
     d_mlp: int = 32
     feature_map: str = "elu1"
     dtype: str = "float32"
     init_scale: float = 2e-3  # std of the initial entries, divided by n_layers (as interp.config.ModelConfig)
     # kernel attention: std of the initial K_k, Q_k (None: init_scale / n_layers). Near 0, elu + 1 is 1 + z and the
-    # bilinear term φ(K e_j)ᵀ φ(Q e_i) − D is third order in the small weights: a plateau (docs/variants.md)
+    # bilinear term of φ(K e_j)ᵀ φ(Q e_i) is third order in the small weights: a plateau (results/variants.md)
     qk_scale: float | None = None
 
     def __post_init__(self) -> None:
