@@ -12,6 +12,8 @@ from interp.report.figures.base import Note, _axes, _fmt, _pos, view
 from interp.report.style import arch_label, model_color
 
 CURVE_POINTS = 120  # points of the curve s(1 − γs)² per panel
+LOSS_TITLE = "loss after K layers (log)"
+TOP_WIDTH = 0.7  # of the plotting width: the loss panel's, the legend beside it (the layer panels take it all)
 NONE_TEXT = (
     "No GD++ model on a noise-free prior (uniform:0) in this report: the view reads the Table 1 zoo's "
     "experiments/zoo/table1/uniform0/gdpp<L>.safetensors, or any GD++ run trained on uniform:0."
@@ -23,6 +25,19 @@ def _models(data: ReportData) -> list[tuple[Entry, object]]:
     by_label = {e.label: e for e in data.models}
     out = [(by_label[k], r) for k, r in data.theorem51.items() if k in by_label]
     return sorted(out, key=lambda er: (er[0].n_layers, er[0].label))
+
+
+def _legend_beside_loss(fig: go.Figure, data: ReportData, models: list | None = None) -> None:
+    """The legend in the room right of the loss panel, not beside the figure (where it would narrow the one panel
+    per layer below to the width of their titles at 5 layers and more); left below the figure where the theme lays a
+    long legend out in rows."""
+    if fig.layout.legend.orientation == "h":
+        return
+    fig.update_layout(
+        xaxis=dict(domain=[0, TOP_WIDTH]),
+        legend=dict(x=TOP_WIDTH + 0.03, xanchor="left", y=1, yanchor="top"),
+    )
+    fig.update_annotations(x=TOP_WIDTH / 2, selector=dict(text=LOSS_TITLE))  # its title over it again
 
 
 def _with_gdpp0(data: ReportData) -> list:
@@ -38,6 +53,7 @@ def _with_gdpp0(data: ReportData) -> list:
     height=780,
     probed=False,
     each=_with_gdpp0,
+    after=_legend_beside_loss,
     caption=(
         "Vladymyrov et al. 2024, Theorem 5.1: GD++ reaches error ε after O(log κ + log log 1/ε) layers; each layer "
         "maps every eigenvalue s of the context's Σ = Σ_i x_i x_iᵀ to s(1 − γs)² with γ = −ω_xx (γ·s_max = 1/3 is "
@@ -59,13 +75,14 @@ def theorem51(data: ReportData, models: list | None = None) -> go.Figure | Note:
         return Note(NONE_TEXT)
     L = max(e.n_layers for e, _ in models)
     deep_entry, deep = next((e, r) for e, r in reversed(models) if e.n_layers == L)
+    sep = "<br>" if L > 4 else ": "  # the layer panels' titles: on two lines where the panels are narrow
     fig = make_subplots(
         rows=2,
         cols=L,
         specs=[[{"colspan": L}, *([None] * (L - 1))], [{} for _ in range(L)]],
         subplot_titles=[
-            "loss after K layers (log)",
-            *(f"layer {l + 1}: γ·s_max {_fmt(deep.preconditioning.gamma_smax[l], '.2f')}" for l in range(L)),
+            LOSS_TITLE,
+            *(f"layer {l + 1}{sep}γ·s_max {_fmt(deep.preconditioning.gamma_smax[l], '.2f')}" for l in range(L)),
         ],
         vertical_spacing=0.16,
         horizontal_spacing=0.035 if L > 4 else 0.08,
