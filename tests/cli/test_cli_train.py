@@ -147,7 +147,7 @@ def _sample(opt, tmp_path) -> list[str]:
     """Two valid values of an option on the command line."""
     if opt.key == "stress_scale":
         return ["1.5", "1.25"]  # in (1, 4]
-    if opt.key == "polish":
+    if opt.key in ("polish", "spectral_polish"):
         return ["3", "2"]  # rounds, in [0, 100]
     if opt.kind == "choice":
         return [opt.choices[0], opt.choices[-1]]
@@ -182,7 +182,7 @@ def test_every_option_has_one_flag_in_train_and_sweep_with_its_declared_default(
         one, two = _sample(opt, tmp_path)
         args = vars(parser.parse_args(["train", "--out", "r", opt.flag, one]))
         assert args[key] == _parsed(one) and not set(args) & set(OPTIONS) - {key}, opt.flag
-        dims = {"d": 2} if key == "x_cov" else {}  # (a 2×2 Λ)
+        dims = {"d": 2} if key == "x_cov" else {"noise": "uniform:0"} if key == "spectral_polish" else {}  # (2×2 Λ)
         assert opt.of(config_from_options({**dims, key: args[key]})) == opt.to_field(args[key])
         for flag in (opt.flag, *opt.aliases):
             assert vars(parser.parse_args(["sweep", "--root", "r", flag, one, two]))[key] == [
@@ -243,6 +243,7 @@ def test_resume_refuses_each_option_that_differs_and_takes_the_same_values(capsy
         "stress_scale": ("1.4", "1.25"),
         "polish": ("0", "2"),
         "polish_tail": ("0", "0.5"),
+        "spectral_polish": ("0", "2"),
         "start_as": ("diag", "gdpp"),
     }
     assert set(values) == set(OPTIONS)
