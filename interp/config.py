@@ -213,8 +213,21 @@ def inputs_suffix(cov: Matrix | None) -> str:
     return "" if cov is None else f", x ~ N(0, {describe_covariance(cov)})"
 
 
+class TokenWidth:
+    """What a model config derives from its fields `d` and `dtype` (ModelConfig, interp.variants.VariantConfig)."""
+
+    @property
+    def d_model(self) -> int:
+        """Token width d + 1 (TransformerLens name)."""
+        return self.d + 1
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(TokenWidth):
     """A linear transformer of Vladymyrov et al. 2024; README, Conventions.
 
     d: input dimension (tokens have width d + 1); n_layers: L; n_heads: H;
@@ -254,15 +267,6 @@ class ModelConfig:
     def n_params(self) -> int:
         """Number of weights: 2·(d+1)² per FULL head (P, Q), 4 per DIAG head, 3 per GD++ head."""
         return self.n_layers * self.n_heads * params.of(self.param).per_head(self.d_model)
-
-    @property
-    def d_model(self) -> int:
-        """Token width d + 1 (TransformerLens name)."""
-        return self.d + 1
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
 
     # What TransformerLens's utilities read from a model's cfg (ActivationCache decompositions, patching).
     # Properties, not fields: checkpoints and config files store exactly the fields above.

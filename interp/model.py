@@ -145,6 +145,12 @@ def global_hooks() -> bool:
     return not detection.ok or bool(detection.any_global())
 
 
+def check_generator(generator) -> None:
+    """InvalidType unless `generator` is a torch.Generator or None (a model's init draws from it)."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise InvalidType(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+
+
 def _as_tensor(name: str, value) -> Tensor:
     """A tensor argument given as a tensor, an array or nested lists of numbers; InvalidType naming it otherwise."""
     if isinstance(value, Tensor):
@@ -244,8 +250,7 @@ class LinearTransformer(HookedRootModule):
     def __init__(self, cfg: ModelConfig, init: bool = True, generator: torch.Generator | None = None):
         if not isinstance(cfg, ModelConfig):
             raise InvalidType(f"cfg must be an interp.ModelConfig, got {type(cfg).__name__} (ModelConfig(**fields))")
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise InvalidType(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        check_generator(generator)
         super().__init__()
         self.cfg = cfg
         self.arch = params.of(cfg.param)  # what FULL, DIAG and GD++ do differently (interp.params)

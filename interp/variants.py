@@ -42,10 +42,10 @@ from transformer_lens.hook_points import HookPoint
 
 from interp import kernel
 from interp.checkpoints import read_tensors, save_tensors
-from interp.config import DTYPES, ModelConfig, _check_fields, _check_range
+from interp.config import DTYPES, ModelConfig, TokenWidth, _check_fields, _check_range
 from interp.files import CheckpointError, InvalidArgument, InvalidType, as_path
 from interp.limits import MAX_BATCH_ELEMENTS, MAX_D, MAX_HEADS, MAX_LAYERS, MAX_N, MAX_PARAMS, MAX_SEED, MAX_STEPS
-from interp.model import LinearAttention
+from interp.model import LinearAttention, check_generator
 from interp.params import ARCHS
 from interp.tasks import TaskBatch, as_prior, sample_tasks
 from interp.train import GUARD_CAP, TrainingDiverged, _half_squared_errors, adam, learning_rate
@@ -58,7 +58,7 @@ MAX_ROLLBACKS = 3  # a diverged run restarts from its last good weights at half 
 
 
 @dataclass(frozen=True)
-class VariantConfig:
+class VariantConfig(TokenWidth):
     """A variant of the linear transformer (module docstring). d: input dimension; n_layers: L; n_heads: H;
     attention: "linear" (interp.params' `param`: full, diag, gdpp), "softmax" or "kernel" (φ = `feature_map`);
     mlp: "none", "linear" or "relu" with hidden width d_mlp."""
@@ -101,15 +101,6 @@ class VariantConfig:
             raise InvalidArgument(f"param {self.param!r} is linear attention's; {self.attention} attention is dense")
         if self.n_params > MAX_PARAMS:
             raise InvalidArgument(f"{self.n_params} weights exceed the limit of {MAX_PARAMS}")
-
-    @property
-    def d_model(self) -> int:
-        """Token width d + 1 (TransformerLens name)."""
-        return self.d + 1
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
 
     @property
     def linear_attention(self) -> ModelConfig:
@@ -284,8 +275,7 @@ class VariantTransformer(HookedRootModule):
     def __init__(self, cfg: VariantConfig, init: bool = True, generator: torch.Generator | None = None):
         if not isinstance(cfg, VariantConfig):
             raise InvalidType(f"cfg must be an interp.variants.VariantConfig, got {type(cfg).__name__}")
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise InvalidType(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        check_generator(generator)
         super().__init__()
         self.cfg = cfg
         self.hook_tokens = HookPoint()
