@@ -413,8 +413,8 @@ class TrainConfig:
         "--spectral-polish",
         "rounds of L-BFGS on GD++'s exact noise-free loss, eigenvalue by eigenvalue, over contexts drawn at several "
         "scales and importance-weighted so that the rare contexts that carry a deep model's mean are in every round; "
-        "a round kept only where it lowers the loss on a second fresh draw; GD++ Adam phases (--arch gdpp, or "
-        "--start-as gdpp) on a noise-free prior only; 0 for none (default from --preset: 3 from 5 layers on a "
+        "a round kept only where it lowers the exact mean over 10^6 fresh contexts; GD++ Adam phases (--arch gdpp, "
+        "or --start-as gdpp) on a noise-free prior only; 0 for none (default from --preset: 3 from 5 layers on a "
         "noise-free prior, else 0)",
         "int",
         metavar="ROUNDS",

@@ -492,6 +492,37 @@ class LinearTransformer(HookedRootModule):
                 a.q_y.copy_(torch.stack([w_xy, w_yy]))
         return model.eval()
 
+    def gdpp_omegas(self) -> Float[Tensor, "L 2"]:
+        """(ω_xx, ω_yx) per layer of a model that is a GD++ one: GD++ itself, DIAG with ω_xy = ω_yy = 0, or FULL whose
+        P_k, Q_k are GD++'s diag(p_x I, p_y), diag(q_x I, 0) (what `embed` makes); InvalidArgument otherwise."""
+        if self.arch.has_omegas:
+            om = self.omegas()
+            if not (bool((om.omega_xy == 0).all()) and bool((om.omega_yy == 0).all())):
+                raise InvalidArgument(f"a {self.arch.label} model with ω_xy or ω_yy ≠ 0 is not a GD++ model")
+            return torch.stack([om.omega_xx, om.omega_yx], dim=-1).detach()
+        P, Q = self.P.detach(), self.Q.detach()  # [L, H, D, D]
+        d = self.cfg.d
+        p_x, p_y, q_x = P[..., 0, 0], P[..., d, d], Q[..., 0, 0]
+        want_p, want_q = diag_matrices(p_x, p_y, q_x, torch.zeros_like(q_x), d)
+        if not (torch.equal(P, want_p) and torch.equal(Q, want_q)):
+            raise InvalidArgument(
+                f"a {self.arch.label} model whose P, Q are not GD++'s diag(p_x I, p_y), diag(q_x I, 0)"
+            )
+        return torch.stack([(p_x * q_x).sum(-1), (p_y * q_x).sum(-1)], dim=-1)
+
+    @classmethod
+    def from_gdpp_omegas(cls, omegas: Tensor, cfg: ModelConfig) -> "LinearTransformer":
+        """A model of `cfg` (any parameterization that holds GD++) computing the GD++ of these (ω_xx, ω_yx) [L, 2]:
+        head 0 with p_x = ω_xx, p_y = ω_yx, q_x = 1, the other heads 0, embedded in cfg's parameterization."""
+        gdpp = cls(dataclasses.replace(cfg, param=params.GDPP.name), init=False)
+        with torch.no_grad():
+            for block, (w_xx, w_yx) in zip(gdpp.blocks, _as_tensor("omegas", omegas).to(torch.float64)):
+                a = block.attn
+                for weight, value in ((a.p_x, w_xx), (a.p_y, w_yx), (a.q_x, 1.0)):
+                    weight.zero_()
+                    weight[0] = value
+        return gdpp if cfg.param == params.GDPP.name else gdpp.embed(cfg)
+
     def to_full(self) -> "LinearTransformer":
         """The same function as a FULL model (materialized P, Q)."""
         with torch.no_grad():

@@ -92,8 +92,8 @@ class EigenSample:
 
     def binned(self, bins: int) -> "EigenSample":
         """The same sample on at most `bins` log-spaced bins: each bin's weighted mean eigenvalue carries its total
-        weight (a smooth g changes by a relative 10⁻⁴ across a bin of 40 000 over [10⁻², 10³]), so that an objective
-        costs O(bins), not O(contexts·d)."""
+        weight (a smooth g changes across a bin by about its relative width, log(s_max / s_min) / bins), so that an
+        objective costs O(bins), not O(contexts·d)."""
         if bins < 2:
             raise InvalidArgument(f"bins must be >= 2, got {bins}")
         log_s = self.s.clamp_min(1e-300).log()

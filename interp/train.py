@@ -20,11 +20,11 @@ from tqdm.auto import tqdm
 
 from interp import checkpoints as ck
 from interp import kernel, moments, presets
-from interp.config import ModelConfig, TrainConfig, check_device
+from interp.config import TrainConfig, check_device
 from interp.files import CheckpointError, InterpError, InvalidArgument, InvalidType, atomic_write_text
 from interp.model import LinearTransformer
 from interp.noise_free import EigenSample, gdpp_log_residual, robust_half_square, spectral_proposal
-from interp.params import FULL, GDPP, diag_matrices, nests
+from interp.params import FULL, nests
 from interp.params import of as arch_of
 from interp.run import Run, load
 from interp.tasks import draw_tasks, stressed_tasks, tail_tasks
@@ -252,11 +252,11 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
 
 # The spectral polish (TrainConfig.spectral_polish), after the polish, on a GD++ Adam phase at σ = 0: rounds of L-BFGS
 # on GD++'s exact loss per eigenvalue (interp.noise_free), each over SPECTRAL_CONTEXTS fresh contexts taken at every
-# scale of one of SPECTRAL_SCALES (the rounds alternate) and importance-weighted, binned to SPECTRAL_BINS points; a
-# round is kept only where it lowers the same loss on a second fresh draw at the wide scales. Eigenvalues log-compressed
-# above SPECTRAL_CAP (robust_half_square), as the guard compresses a blown-up sequence. Its own data stream,
-# torch.Generator(seed + SPECTRAL_SEED_OFFSET), so that the phase added to a finished run (`extend`) ends as a fresh run
-# of the same config would. On the grid's GD++ at 4-7 layers (10⁶ fresh contexts; presets.md, session 26): ...
+# scale of one of SPECTRAL_SCALES (the rounds alternate) and importance-weighted, binned to SPECTRAL_BINS points, each
+# eigenvalue's term log-compressed (robust_half_square) above the round's cap of SPECTRAL_CAPS; a round is kept only
+# where it lowers the exact mean ½·error² over SPECTRAL_CHECK_CONTEXTS fresh plain contexts, drawn once. Its own data
+# stream, torch.Generator(seed + SPECTRAL_SEED_OFFSET), so that the phase added to a finished run (`extend`) ends as a
+# fresh run of the same config would. The tries behind these settings: presets.md, session 26.
 SPECTRAL_CONTEXTS = 131_072
 SPECTRAL_SCALES = ((0.7, 0.85, 1.0, 1.15, 1.3), (0.6, 0.8, 1.0, 1.2, 1.45))
 SPECTRAL_CAPS = (1.0, 100.0, 1e4)
@@ -310,38 +310,6 @@ def spectral_polish(
             current, best = trial.detach().clone(), after
         out.append((before, best))
     return current, out
-
-
-def gdpp_omegas(model: LinearTransformer) -> Float[Tensor, "L 2"]:
-    """(ω_xx, ω_yx) per layer of a model that is a GD++ one: GD++ itself, DIAG with ω_xy = ω_yy = 0, or FULL whose
-    P_k, Q_k are GD++'s diag(p_x I, p_y), diag(q_x I, 0) (what `LinearTransformer.embed` makes); InvalidArgument
-    otherwise."""
-    if model.arch.has_omegas:
-        om = model.omegas()
-        if not (bool((om.omega_xy == 0).all()) and bool((om.omega_yy == 0).all())):
-            raise InvalidArgument(f"a {model.arch.label} model with ω_xy or ω_yy ≠ 0 is not a GD++ model")
-        return torch.stack([om.omega_xx, om.omega_yx], dim=-1).detach()
-    P, Q = model.P.detach(), model.Q.detach()  # [L, H, D, D]
-    d = model.cfg.d
-    p_x, p_y, q_x = P[..., 0, 0], P[..., d, d], Q[..., 0, 0]
-    zero = torch.zeros_like(q_x)
-    want_p, want_q = diag_matrices(p_x, p_y, q_x, zero, d)
-    if not (torch.equal(P, want_p) and torch.equal(Q, want_q)):
-        raise InvalidArgument(f"a {model.arch.label} model whose P, Q are not GD++'s diag(p_x I, p_y), diag(q_x I, 0)")
-    return torch.stack([(p_x * q_x).sum(-1), (p_y * q_x).sum(-1)], dim=-1)
-
-
-def gdpp_from_omegas(omegas: Float[Tensor, "L 2"], cfg: ModelConfig) -> LinearTransformer:
-    """A model of `cfg` (any parameterization that holds GD++) computing the GD++ of these (ω_xx, ω_yx): head 0 with
-    p_x = ω_xx, p_y = ω_yx, q_x = 1, the other heads 0, embedded in cfg's parameterization."""
-    gdpp = LinearTransformer(dataclasses.replace(cfg, param=GDPP.name), init=False)
-    with torch.no_grad():
-        for block, (w_xx, w_yx) in zip(gdpp.blocks, omegas.to(torch.float64)):
-            a = block.attn
-            for weight, value in ((a.p_x, w_xx), (a.p_y, w_yx), (a.q_x, 1.0)):
-                weight.zero_()
-                weight[0] = value
-    return gdpp if cfg.param == GDPP.name else gdpp.embed(cfg)
 
 
 def _init_model(cfg: TrainConfig) -> LinearTransformer:
@@ -617,13 +585,14 @@ def extend(cfg: TrainConfig, run_dir: str | Path) -> TrainResult | None:
             )
         if not (run.is_complete() or start.exists()):
             raise CheckpointError(f"{run.path}: not finished; resume it with interp train --resume before extending it")
-        if not start.exists():  # the model the phase starts from, kept until the new config says it is done
-            _, path = run.checkpoints()[-1]
-            ck.save_checkpoint(start, run.load_checkpoint(path, have)[0], have.steps, have)
-        model = run.load_checkpoint(start, have)[0]
+        if start.exists():  # an extension killed after its checkpoint: the model it started from
+            model = run.load_checkpoint(start, have)[0]
+        else:  # the model the phase starts from, kept until the new config says it is done
+            model = run.load_checkpoint(run.checkpoints()[-1][1], have)[0]
+            ck.save_checkpoint(start, model, have.steps, have)
         run.record_trained_on(want.steps, "spectral_polish", training_path(want))
-        omegas, rounds = spectral_polish(gdpp_omegas(model), want, want.spectral_polish)
-        model = gdpp_from_omegas(omegas, want.model).to(want.device)
+        omegas, rounds = spectral_polish(model.gdpp_omegas(), want, want.spectral_polish)
+        model = LinearTransformer.from_gdpp_omegas(omegas, want.model).to(want.device)
         run.save_checkpoint(model, want.steps, want)
         run.write_config(want)
         start.unlink()
@@ -785,8 +754,8 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         mean = rounds[-1][1]
     if cfg.spectral_polish:  # GD++'s ω's, after the polish: the same phase `extend` adds to a finished run
         run.record_trained_on(cfg.steps, "spectral_polish", machine)
-        omegas, rounds = spectral_polish(gdpp_omegas(model), cfg, cfg.spectral_polish)
-        model, mean = gdpp_from_omegas(omegas, cfg.model).to(cfg.device), rounds[-1][1]
+        omegas, rounds = spectral_polish(model.gdpp_omegas(), cfg, cfg.spectral_polish)
+        model, mean = LinearTransformer.from_gdpp_omegas(omegas, cfg.model).to(cfg.device), rounds[-1][1]
     model = _as_run_model(model, cfg)
     if cfg.polish or cfg.spectral_polish or model is not state.model:  # the polished (or embedded) model: last
         run.save_checkpoint(model, cfg.steps, cfg)

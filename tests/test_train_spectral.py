@@ -38,7 +38,7 @@ def _cfg(param="gdpp", layers=5, spectral=0, **kw):
 
 
 def _gdpp(omegas) -> LinearTransformer:
-    return T.gdpp_from_omegas(
+    return LinearTransformer.from_gdpp_omegas(
         torch.as_tensor(omegas, dtype=torch.float64),
         ModelConfig(d=3, n_layers=len(omegas), param="gdpp", dtype="float64"),
     )
@@ -49,16 +49,16 @@ def test_gdpp_omegas_are_read_exactly_from_every_parameterization_that_holds_the
     gdpp = _gdpp(om)
     tokens = sample_tasks(64, 3, 8, "uniform:0", torch.Generator().manual_seed(0), dtype=torch.float64).tokens
     for param in ("gdpp", "diag", "full"):
-        model = T.gdpp_from_omegas(om, dataclasses.replace(gdpp.cfg, param=param))
+        model = LinearTransformer.from_gdpp_omegas(om, dataclasses.replace(gdpp.cfg, param=param))
         assert model.cfg.param == param
-        assert torch.equal(T.gdpp_omegas(model), om), param
+        assert torch.equal(model.gdpp_omegas(), om), param
         assert torch.allclose(model(tokens), gdpp(tokens), rtol=1e-12, atol=1e-14), param
     diag = LinearTransformer.from_omegas(torch.tensor([[-0.05, 0.01, -0.07, 0.0]]), d=3)  # ω_xy ≠ 0
     with pytest.raises(InvalidArgument, match="not a GD\\+\\+ model"):
-        T.gdpp_omegas(diag)
+        diag.gdpp_omegas()
     full = LinearTransformer(ModelConfig(d=3, n_layers=1, param="full", dtype="float64"))  # dense init
     with pytest.raises(InvalidArgument, match="not GD\\+\\+'s"):
-        T.gdpp_omegas(full)
+        full.gdpp_omegas()
 
 
 def test_the_phase_lowers_the_exact_loss_and_keeps_only_what_its_check_accepts(quick):

@@ -57,11 +57,10 @@ def plan(specs: list[RunSpec], root: str | Path) -> list[RunState]:
         want = resolve(spec.cfg)
         state.steps = want.steps
         if state.run_dir.exists():
-            problem = _conflict(state.run_dir, want)
+            problem, state.extend = _conflict(state.run_dir, want)
             if problem:
                 conflicts.append(problem)
             state.step = last_step(state.run_dir)
-            state.extend = problem is None and _extends(state.run_dir, want)
         states.append(state)
     if conflicts:
         more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
@@ -73,32 +72,27 @@ def plan(specs: list[RunSpec], root: str | Path) -> list[RunState]:
 OPTION_NAMES = {o.field: o.flag.removeprefix("--") for o in OPTIONS.values()}
 
 
-def _conflict(run_dir: Path, want: TrainConfig) -> str | None:
-    """Why `run_dir` cannot hold the run `want`, or None when it holds that run (or nothing)."""
+def _conflict(run_dir: Path, want: TrainConfig) -> tuple[str | None, bool]:
+    """(why `run_dir` cannot hold the run `want`, or None when it holds that run or nothing; whether it holds a
+    finished run that `interp.train.extend` turns into `want`'s, the one difference the sweep does not refuse)."""
     run = Run(run_dir)
     if not run.is_run(run_dir):
         if any(p.name != Run.LOCK_FILE for p in run_dir.iterdir()):
-            return f"{run_dir}: holds files but no run config (not a run directory)"
-        return None
+            return f"{run_dir}: holds files but no run config (not a run directory)", False
+        return None, False
     try:
         have = resolve(run.config())
     except ValueError as err:  # CheckpointError is a ValueError
-        return str(err)
+        return str(err), False
     a, b = _flat(have.to_dict()), _flat(want.to_dict())
     diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
     if diff and extendable(have, want) and run.is_complete():  # a last phase the preset has since added: extended
-        return None
+        return None, True
     if diff:
         have_s = ", ".join(f"{OPTION_NAMES.get(k, k)}={a.get(k)}" for k in diff)
         want_s = ", ".join(f"{OPTION_NAMES.get(k, k)}={b.get(k)}" for k in diff)
-        return f"{run_dir}: holds a run with {have_s}, the sweep asks {want_s}"
-    return None
-
-
-def _extends(run_dir: Path, want: TrainConfig) -> bool:
-    """Whether the finished run in `run_dir` is to be extended to `want` (interp.train.extendable)."""
-    run = Run(run_dir)
-    return run.is_run(run_dir) and run.is_complete() and extendable(resolve(run.config()), want)
+        return f"{run_dir}: holds a run with {have_s}, the sweep asks {want_s}", False
+    return None, False
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
