@@ -1,7 +1,7 @@
 """Drift study (issues 5, 12): do FULL L-layer matrices move toward the DIAG structure during training?
 
 Runs `interp.probes.drift` over every complete L-layer FULL run it finds (experiments/zoo/full<L>_*,
-experiments/zoo/seeds/full<L>_*, experiments/zoo/drift/full<L>_*; L = --layers, default 4), caches each trajectory's
+experiments/zoo/studies/short_recipe/seeds/full<L>_*, experiments/zoo/studies/short_recipe/drift/full<L>_*; L = --layers, default 4), caches each trajectory's
 metrics in experiments/results/drift/<run>.json (recomputed when the run's last step or the settings change),
 compares the final FULL models with the DIAG references (experiments/zoo/diag<L>_*) in distribution and per σ (FULL,
 its DIAG projection, DIAG), and writes experiments/results/drift.json (drift<L>.json for L ≠ 4) plus markdown tables
@@ -15,7 +15,7 @@ the DIAG reference of each prior is then a file or run directory whose training 
 
     OMP_NUM_THREADS=1 python experiments/drift_study.py --layers 7 \
         --run-dirs experiments/table1_grid/full7_uniform7_s0 \
-        --diag-refs experiments/zoo/table1/uniform7/diag7.safetensors --out experiments/results/drift7_priors.json
+        --diag-refs experiments/zoo/best/uniform7/diag7.safetensors --out experiments/results/drift7_priors.json
 
 Such a run's cache is experiments/results/drift/<parent>-<run>.json (its parent directory's name first, so that a
 grid run never overwrites the cache of a zoo run of the same name).

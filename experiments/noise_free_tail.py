@@ -21,7 +21,7 @@ from interp.run import resolve_model
 from interp.spectral import context_spectrum
 from interp.tasks import draw_tasks
 
-ZOO = Path(__file__).resolve().parent / "zoo" / "table1" / "uniform0"
+ZOO = Path(__file__).resolve().parent / "zoo" / "best" / "uniform0"
 CHUNK = 65_536
 
 

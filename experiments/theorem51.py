@@ -26,7 +26,7 @@ from interp.files import InvalidArgument
 from interp.probes.preconditioning import Theorem51, check_gdpp, context_spectra, theorem51, theorem51_depths
 from interp.run import resolve_model
 
-ZOO = Path(__file__).resolve().parent / "zoo" / "table1" / "uniform0"
+ZOO = Path(__file__).resolve().parent / "zoo" / "best" / "uniform0"
 
 
 def _order(x) -> str:

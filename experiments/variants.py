@@ -36,7 +36,7 @@ from interp.variants import VariantConfig, VariantTrainConfig, load_variant_with
 
 ROOT = Path(__file__).resolve().parent.parent
 ZOO = ROOT / "experiments" / "zoo" / "variants"
-TABLE1 = ROOT / "experiments" / "zoo" / "table1" / "uniform5"
+TABLE1 = ROOT / "experiments" / "zoo" / "best" / "uniform5"
 RESULTS = ROOT / "experiments" / "results"
 INTERPRETATION = RESULTS / "variants_interpretation.md"  # written by hand for the numbers of variants.md
 NOISE, D, N, SEED = "uniform:5", 10, 20, 0
@@ -173,7 +173,7 @@ def write_markdown(study: VariantStudy, interpretation: str) -> str:
             "Written by `experiments/variants.py` (docs/variants.md). Every model: uniform:5, d = 10, n = 20, seed 0. "
             f"Variants trained with `interp.variants.train_variant`: Adam, one-cycle to the fast preset's peak lr of "
             f"FULL at that depth, clip 1.0, the robust guard, {STEPS} steps of {BATCH} fresh sequences. "
-            "`FULL`/`DIAG (zoo)` are the Table 1 zoo's files (`experiments/zoo/table1/uniform5`, trained with the fast "
+            "`FULL`/`DIAG (zoo)` are the Table 1 zoo's files (`experiments/zoo/best/uniform5`, trained with the fast "
             "preset: 4 000 to 32 000 steps of 2 048); `FULL (same budget)` is the variants' control, FULL trained "
             "exactly as the variants.",
             "",

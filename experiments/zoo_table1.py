@@ -1,4 +1,4 @@
-"""Ship the Table 1 grid's best seed of every cell as one standalone file: experiments/zoo/table1/<prior>/<arch><L>.
+"""Ship the Table 1 grid's best seed of every cell as one standalone file: experiments/zoo/best/<prior>/<arch><L>.
 
 The file name ends in .safetensors.
 
@@ -8,8 +8,8 @@ Reads the per-run evaluations `interp table` recorded (--table, its --json outpu
 on 100 000 sequences of evaluation seed 0, and its best seed per (architecture, depth, prior) cell, as the paper
 reports the best of 5 seeds: Vladymyrov et al. 2024, Table 1), and writes that run's final checkpoint with its
 training config embedded (interp.run.Run.export: no trajectory, no resume state). Each file's adjusted loss goes into
-the zoo's evaluation cache (table1/evals.json; keyed by the file's bytes, so the report and `interp table` read it
-back without evaluating), and table1/README.md lists every cell with its seed, loss and the command that trains it.
+the zoo's evaluation cache (best/evals.json; keyed by the file's bytes, so the report and `interp table` read it
+back without evaluating), and best/README.md lists every cell with its seed, loss and the command that trains it.
 A cell whose best run changed is rewritten; files of cells no longer in the table are left alone and listed.
 """
 
@@ -144,7 +144,7 @@ def readme(rows: list[dict], out: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--table", type=Path, default=HERE / "results" / "table1_grid.json", help="interp table --json")
-    ap.add_argument("--out", type=Path, default=HERE / "zoo" / "table1", help="the zoo directory to write")
+    ap.add_argument("--out", type=Path, default=HERE / "zoo" / "best", help="the zoo directory to write")
     args = ap.parse_args(argv)
     try:
         table = json.loads(args.table.read_text())

@@ -2,18 +2,18 @@
 layer schedule (§5.3 labels, interp.probes.schedule).
 
     OMP_NUM_THREADS=1 python -m tests.golden --write     # regenerate tests/data/golden.json on purpose
-    OMP_NUM_THREADS=1 python -m tests.golden --write --only table1/uniform7/full7   # one entry (its file changed)
-    OMP_NUM_THREADS=1 python -m tests.golden --write --only 'table1/uniform0/gdpp*'  # Theorem 5.1's (a pattern)
+    OMP_NUM_THREADS=1 python -m tests.golden --write --only best/uniform7/full7   # one entry (its file changed)
+    OMP_NUM_THREADS=1 python -m tests.golden --write --only 'best/uniform0/gdpp*'  # Theorem 5.1's (a pattern)
 
 tests/test_golden.py recomputes them and fails when any moves beyond its tolerance, so a change to
 the model, the probes or the zoo has to update this file deliberately.
 
-Besides the zoo's run directories it pins the Table 1 zoo's 7-layer DIAG and FULL files of uniform:7 and {1,3,5}
-(TABLE1_CELLS, whichever exist; entries named "table1/<prior>/<arch>7"). Those files are rewritten when a better
-seed of the still-training grid finishes, so each entry records the file and its SHA-256, and the test says "the
-zoo file changed; regenerate" when the digest no longer matches instead of reporting moved numbers.
+It pins the zoo's best model of every cell the report probes (PROBED: every depth on uniform:5 and {1,3}, 4 and 7
+layers on the other priors; entries "best/<prior>/<arch><L>"). Those files are rewritten when a better seed is
+exported over them, so each entry records the file and its SHA-256, and the test says "the zoo file changed;
+regenerate" when the digest no longer matches instead of reporting moved numbers.
 
-The Table 1 zoo's GD++-1..7 on uniform:0 (THEOREM51_CELLS, entries "table1/uniform0/gdpp<L>") pin Theorem 5.1 instead
+The zoo's GD++-1..7 on uniform:0 (THEOREM51_CELLS, entries "best/uniform0/gdpp<L>") pin Theorem 5.1 instead
 (interp.probes.theorem51, `golden_theorem51`): per layer γ, γ·s_max, κ and the map error, the loss after K layers,
 its order and fitted order; pinned by digest the same way.
 """
@@ -57,29 +57,35 @@ TOLERANCES = {  # absolute, except "rel" entries
 }
 SCHEDULE_SEQ = 5_000  # the layer schedule's single-block ablation: 5 000 sequences, seed 0 (labels only: fast)
 SCHEDULE_DEPTH = 7  # pinned for the zoo's 7-layer models
-TABLE1 = ZOO / "table1"
-TABLE1_CELLS = [f"{prior}/{arch}7" for prior in ("uniform7", "cat135") for arch in ("diag", "full")]
+BEST = ZOO / "best"  # the best seed of every Table 1 cell, one file each (experiments/zoo/best/<prior>/<arch><L>)
+# The cells the report probes (interp.report.data.is_probed_cell): every depth on uniform:5 and {1,3}, 4 and 7 layers
+# on every other prior (uniform:0 at 4 and 7 layers: GD++ pinned by Theorem 5.1 below, DIAG and FULL here).
+PROBED = [
+    f"{prior}/{arch}{L}"
+    for prior in ("uniform0", "uniform1", "uniform2", "uniform3", "uniform4", "uniform5", "uniform6", "uniform7")
+    + ("cat13", "cat135")
+    for arch in ("gdpp", "diag", "full")
+    for L in (range(1, 8) if prior in ("uniform5", "cat13") else (4, 7))
+]
 THEOREM51_CELLS = [f"uniform0/gdpp{L}" for L in range(1, 8)]  # Theorem 5.1's pins (golden_theorem51)
 THEOREM51_SEQ, THEOREM51_PROBE_SEQ = 10_000, 2_000
 REGENERATE = "OMP_NUM_THREADS=1 python -m tests.golden --write"  # + " --only NAME ..." to recompute just those
 
 
 def zoo_runs() -> list[str]:
-    """The pinned names: the zoo's complete run directories, then the Table 1 cells of TABLE1_CELLS and
-    THEOREM51_CELLS that exist."""
-    runs = sorted(p.name for p in ZOO.iterdir() if Run.is_run(p) and Run(p).is_complete())
-    cells = [*TABLE1_CELLS, *THEOREM51_CELLS]
-    return runs + [f"table1/{c}" for c in cells if (TABLE1 / f"{c}.safetensors").is_file()]
+    """The pinned names ("best/<prior>/<arch><L>"): the PROBED cells and THEOREM51_CELLS whose files exist."""
+    cells = dict.fromkeys([*PROBED, *THEOREM51_CELLS])
+    return [f"best/{c}" for c in cells if (BEST / f"{c}.safetensors").is_file()]
 
 
 def is_theorem51(name: str) -> bool:
     """Whether a pinned name is one of THEOREM51_CELLS (pinned by golden_theorem51)."""
-    return name.removeprefix("table1/") in THEOREM51_CELLS
+    return name.removeprefix("best/") in THEOREM51_CELLS
 
 
 def model_path(name: str) -> Path:
-    """The file or run directory a pinned name stands for."""
-    return ZOO / f"{name}.safetensors" if name.startswith("table1/") else ZOO / name
+    """The file a pinned name stands for."""
+    return ZOO / f"{name}.safetensors"
 
 
 def file_sha256(path: Path) -> str:
@@ -165,8 +171,8 @@ def main() -> None:
         nargs="*",
         metavar="NAME",
         default=None,
-        help="recompute only these entries (e.g. table1/uniform7/full7 after its file changed, or a pattern: "
-        "'table1/uniform0/gdpp*'; none: only add the models not pinned yet and drop the gone ones); keep every other "
+        help="recompute only these entries (e.g. best/uniform7/full7 after its file changed, or a pattern: "
+        "'best/uniform0/gdpp*'; none: only add the models not pinned yet and drop the gone ones); keep every other "
         "entry as stored (a full recompute moves them by rounding, up to ~1e-6 relative)",
     )
     args = ap.parse_args()

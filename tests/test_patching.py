@@ -8,7 +8,7 @@ import interp
 from interp import patching
 from tests.helpers import random_full, small_batch
 
-ZOO = "experiments/zoo/full4_uniform5"
+ZOO = "experiments/zoo/studies/short_recipe/full4_uniform5"
 
 
 def reference_run(P, Q, tokens, patch=None):

@@ -14,7 +14,7 @@ def add(sub) -> None:
         description=(
             "Writes the last checkpoint of RUN_DIR as one safetensors file that also embeds the run's whole training "
             "config (prior, seed, n, input covariance, steps, lr, schedule, stress), without the trajectory or the "
-            "resume state: what a model zoo ships (experiments/zoo/table1). Every interp command reads the file as "
+            "resume state: what a model zoo ships (experiments/zoo/best). Every interp command reads the file as "
             "it reads the run (docs/checkpoints.md, 'Standalone files')."
         ),
     )

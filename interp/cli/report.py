@@ -17,18 +17,18 @@ def add(sub) -> None:
         help=HELP,
         description=(
             "Evaluates and probes every model and writes one self-contained HTML file (opens offline): the paper's "
-            "views (loss vs layers, per-σ profiles, P/Q heatmaps, prediction after K layers) and interp's probes "
-            "(ω's, implicit w against solvers, momentum, implied λ, rescaling and step, FULL-to-DIAG fits, training "
-            "and drift curves). "
-            "Without arguments it reads every run of experiments/zoo (probed) and the Table 1 zoo, "
-            "experiments/zoo/table1: one standalone checkpoint per (prior, architecture, depth), read as a light "
-            "entry, only its loss (from the directory's evals.json) and, at 7 layers, its per-σ profile, for the "
-            "paper's views over all ten priors of Table 1 (loss vs layers, Table 1 against the paper, the 7-layer "
-            "per-σ profiles), and for its GD++ on uniform:0 Theorem 5.1 (loss after K layers, the preconditioning "
-            "map per layer). Any directory of standalone checkpoint files given (in it or one folder down, no run "
-            "directories) is read the same way; to probe such files fully, pass the files themselves. "
-            "Results are cached per checkpoint in <run>/report_cache.json (a standalone file's in its directory's), "
-            "the baselines of each prior with them."
+            "views (loss vs layers, Table 1, per-σ profiles, P/Q heatmaps, prediction after K layers) and interp's "
+            "probes (ω's, implicit w against solvers, momentum, implied λ, rescaling and step, the layer schedule, "
+            "FULL-to-DIAG fits, training and drift curves), the per-model views with a prior selector. "
+            "Without arguments it reads the zoo's best model of every Table 1 cell, experiments/zoo/best/<prior>/"
+            "<arch><L>.safetensors: every depth on uniform:5 and categorical:1,3 and the 4- and 7-layer models on all "
+            "ten priors are probed, the other cells are light entries (their loss from the directory's evals.json, "
+            "for the paper's views over all ten priors); and it reads the FULL-7 trajectories of "
+            "experiments/zoo/trajectories for the drift curves of every prior. Any directory of standalone checkpoint "
+            "files given (in it or one folder down, no run directories) is read the same way; to probe every such "
+            "file, pass the files themselves. Results are cached per checkpoint in <run>/report_cache.json (a "
+            "standalone file's in its directory's), the baselines of each prior with them; what the caches lack is "
+            "measured in --workers processes."
         ),
     )
     p.add_argument(
@@ -36,8 +36,17 @@ def add(sub) -> None:
         nargs="*",
         type=existing_path,
         metavar="CKPT|RUN_DIR",
-        help="checkpoint files, run directories, directories of runs, or directories of standalone checkpoints (light "
-        "entries) (default: every run in experiments/zoo and the Table 1 zoo experiments/zoo/table1)",
+        help="checkpoint files, run directories, directories of runs, or directories of standalone checkpoints "
+        "(default: the zoo's best models, experiments/zoo/best)",
+    )
+    p.add_argument(
+        "--drift",
+        nargs="+",
+        type=existing_path,
+        default=None,
+        metavar="RUN_DIR",
+        help="FULL run directories (or directories of runs) read for their drift curves only (default, without "
+        "models: experiments/zoo/trajectories)",
     )
     p.add_argument(
         "-o", "--out", default="figures/report.html", help="HTML file to write (default figures/report.html)"
@@ -46,31 +55,38 @@ def add(sub) -> None:
     p.add_argument("--quick", action="store_true", help="small sequence counts: a fast, noisier preview")
     p.add_argument("--no-cache", action="store_true", help="recompute everything and leave the caches alone")
     p.add_argument("--threads", type=positive_int("--threads", 1024), default=1, help="torch CPU threads (default 1)")
+    p.add_argument(
+        "--workers",
+        type=positive_int("--workers", 64),
+        default=2,
+        help="processes that measure what the caches lack, one torch thread each (default 2; 1: all in this process)",
+    )
     p.set_defaults(func=cmd_report)
 
 
 def cmd_report(args) -> int:
     import torch
 
-    from interp.report import Settings, default_models, default_zoo, summary_text, write_report
+    from interp.report import Settings, default_drift, default_models, default_zoo, summary_text, write_report
 
     torch.set_num_threads(args.threads)
-    paths = list(args.models)
+    paths, drift = list(args.models), list(args.drift or [])
     if not paths:
         zoo = default_zoo()
         if zoo is None:
             raise ArgError("no models given and no experiments/zoo found; pass checkpoints or run directories")
         paths = default_models(zoo)
+        drift = drift if args.drift else default_drift(zoo)
         if not paths:
-            raise ArgError(f"{zoo}: holds no run directories with checkpoints and no table1 directory")
+            raise ArgError(f"{zoo}: holds no run directories with checkpoints and no best/ directory")
     out = Path(args.out)
     if not out.is_dir() and not out.parent.exists():
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise ArgError(f"--out: cannot create directory {out.parent} ({err.strerror})") from None
-    check_output(args.out, "--out", [str(p) for p in paths])
-    note_training(paths, "interp report")
+    check_output(args.out, "--out", [str(p) for p in [*paths, *drift]])
+    note_training([*paths, *drift], "interp report")
     t0 = time.perf_counter()
     log = lambda msg: print(f"  {msg}", file=sys.stderr)  # noqa: E731
     print(f"interp report: {len(paths)} path(s)", file=sys.stderr)
@@ -81,6 +97,8 @@ def cmd_report(args) -> int:
         noise=args.noise,
         use_cache=not args.no_cache,
         log=log,
+        drift=drift,
+        workers=args.workers,
     )
     print(summary_text(data))
     print(f"\nwrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.0f} s)")

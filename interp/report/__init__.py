@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from interp.files import atomic_write_text
-from interp.report.data import ReportData, Settings, default_models, default_zoo, gather, zoo_runs
+from interp.report.data import ReportData, Settings, default_drift, default_models, default_zoo, gather, zoo_runs
 from interp.report.html import render, summary_rows, summary_text
 
 
@@ -19,9 +19,12 @@ def write_report(
     noise: str | None = None,
     use_cache: bool = True,
     log=None,
+    drift=(),
+    workers: int = 1,
 ) -> tuple[Path, ReportData]:
-    """Gather everything about the models at `paths` and write the HTML report to `out`."""
-    data = gather(paths, settings, noise=noise, use_cache=use_cache, log=log)
+    """Gather everything about the models at `paths` (and the drift curves of the runs `drift`; what the caches lack
+    measured in `workers` processes) and write the HTML report to `out`."""
+    data = gather(paths, settings, noise=noise, use_cache=use_cache, log=log, drift=drift, workers=workers)
     out = Path(out)
     atomic_write_text(out, render(data))
     return out, data
@@ -30,6 +33,7 @@ def write_report(
 __all__ = [
     "ReportData",
     "Settings",
+    "default_drift",
     "default_models",
     "default_zoo",
     "gather",

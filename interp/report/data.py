@@ -6,7 +6,7 @@ REPORT_VERSION, so a second report over the same models, or over a copy of them,
 The baselines are computed once per noise prior and cached in the same files of that prior's models, keyed by
 what determines them (`_baseline_key`).
 
-A directory of standalone checkpoint files (the Table 1 zoo, experiments/zoo/table1/<prior>/<arch><L>.safetensors,
+A directory of standalone checkpoint files (the Table 1 zoo, experiments/zoo/best/<prior>/<arch><L>.safetensors,
 each embedding its training config) gives light entries: their adjusted loss (from the directory's evals.json when it
 holds the report's sequences, as `interp table` stored it) and, for 7 layers, the per-σ profile after the last layer
 (`light_record`), cached like the other records; they are never probed. With them the report covers every prior of
@@ -20,8 +20,10 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
+from typing import Any, Callable
 
 from interp.config import Matrix, describe_covariance
 from interp.evalcache import EvalCache, cache_key, cached_loss
@@ -45,17 +47,24 @@ from interp.probes.linearity import VariantStudy
 from interp.probes.preconditioning import Theorem51, theorem51
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
+from interp.report.pool import Task, run_tasks
 from interp.run import ResolvedModel, Run, load_with_digest, resolve_model
 from interp.table import PAPER_ORDER, paper_order
 from interp.tasks import as_prior
 from interp.tuning import baselines
 
 # 2: probe sequences drawn by interp.evalset (the same for any chunk size); 3: layer schedule; 4: the probe's ConstRR λ
-# is interp.tuning's, and its DIAG ablation has standard errors
-REPORT_VERSION = 4
+# is interp.tuning's, and its DIAG ablation has standard errors; 5: the loss after K layers on its own `layer_seq`
+REPORT_VERSION = 5
 CACHE_FILE = "report_cache.json"
 CACHE_KEEP = 96  # records kept per cache file (the oldest drop out)
-TABLE1_ZOO = "table1"  # experiments/zoo/table1: the Table 1 zoo's standalone checkpoints, one folder per prior
+TABLE1_ZOO = "best"  # experiments/zoo/best: the best seed of every Table 1 cell, one folder per prior
+TRAJECTORIES = "trajectories"  # experiments/zoo/trajectories: run directories kept for their checkpoints (drift)
+# The cells of a directory of standalone checkpoints that the report probes (the rest are light entries): every depth
+# on the paper's two main priors (Vladymyrov et al. 2024, Figures 1-3: σ_max = 5 and {1,3}), and the 4- and 7-layer
+# models on every prior.
+PROBED_PRIORS = ("uniform:5", "categorical:1,3")
+PROBED_DEPTHS = (4, 7)
 EVALS_FILE = "evals.json"  # a checkpoint directory's evaluation cache (interp.evalcache), as the Table 1 zoo ships it
 LIGHT_DEPTH = 7  # light entries of this depth get their per-σ profile (Vladymyrov et al. 2024, Figures 2 and 3)
 BASELINES = ("constrr", "adarr", "tunedrr", "bayes")  # the paper's ridge baselines and the Bayes floor
@@ -63,18 +72,21 @@ BASELINES = ("constrr", "adarr", "tunedrr", "bayes")  # the paper's ridge baseli
 
 @dataclass(frozen=True)
 class Settings:
-    """Sequence counts of every measurement; the defaults take about 3 minutes on the 21-model zoo."""
+    """Sequence counts of every measurement; the defaults take about 2 minutes on the zoo's 90 probed models (two
+    processes, experiments/results/bench_report.md). The counts behind a view are named in its hover text or caption;
+    each is the smallest whose standard errors stay below the differences the view is read for."""
 
     n_seq: int = 100_000  # adjusted loss on the training prior: interp eval's default, so the two agree
-    profile_seq: int = 4_000  # per σ of the per-σ and per-layer profiles
-    probe_seq: int = 4_000  # sequences of the implicit-model probes
-    fit_seq: int = 2_048  # disjoint sequences for the form fits and GD-step / constant-λ tuning
-    ablation_seq: int = 5_000  # FULL models: adjusted loss with layers replaced by their DIAG projection
-    schedule_seq: int = 5_000  # every model: the layer schedule's single-block ablation (interp.probes.schedule)
+    layer_seq: int = 20_000  # the loss after K = 0..L layers on the prior (the last layer's is `n_seq`'s)
+    profile_seq: int = 2_000  # per σ of the per-σ and per-layer profiles
+    probe_seq: int = 2_000  # sequences of the implicit-model probes
+    fit_seq: int = 1_024  # disjoint sequences for the form fits and GD-step / constant-λ tuning
+    ablation_seq: int = 2_000  # FULL models: adjusted loss with layers replaced by their DIAG projection
+    schedule_seq: int = 2_000  # every model: the layer schedule's single-block ablation (interp.probes.schedule)
     sigma_step: float = 0.5
     seed: int = 0
-    drift_points: int = 10  # checkpoints per FULL run on the drift curves
-    drift_seq: int = 3_000  # sequences for the drift losses (same for every checkpoint)
+    drift_points: int = 6  # checkpoints per FULL run on the drift curves
+    drift_seq: int = 2_000  # sequences for the drift losses (same for every checkpoint)
     drift_fit_seq: int = 1_024
     preview: bool = False  # interp report --quick: the numbers are marked as a preview (not part of any cache key)
 
@@ -83,6 +95,7 @@ class Settings:
         """Small counts for tests and previews (noisy numbers, same figures), marked as a preview."""
         return cls(
             n_seq=1_000,
+            layer_seq=1_000,
             profile_seq=300,
             probe_seq=300,
             fit_seq=256,
@@ -261,9 +274,16 @@ def standalone_files(directory: Path) -> list[Path]:
 
 
 def default_models(zoo: Path) -> list[Path]:
-    """What `interp report` reads without arguments: the zoo's runs (probed) and its Table 1 zoo (light entries)."""
-    table1 = zoo / TABLE1_ZOO
-    return [*zoo_runs(zoo), *([table1] if table1.is_dir() else [])]
+    """What `interp report` reads without arguments: the zoo's best model of every Table 1 cell (`TABLE1_ZOO`: the
+    cells `is_probed_cell` picks probed, the others light entries), and any run directly under the zoo (probed)."""
+    best = zoo / TABLE1_ZOO
+    return [*zoo_runs(zoo), *([best] if best.is_dir() else [])]
+
+
+def default_drift(zoo: Path) -> list[Path]:
+    """The run directories `interp report` reads for their drift curves only: the zoo's `TRAJECTORIES`."""
+    runs = zoo / TRAJECTORIES
+    return [runs] if runs.is_dir() and zoo_runs(runs) else []
 
 
 def checkpoint_dirs(paths: list[str | Path]) -> list[str]:
@@ -363,26 +383,22 @@ class ModelRecord(Record):
     cached: bool | None = None  # set on return: whether it came from the cache
 
 
-def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> ModelRecord:
-    """Everything the report shows about one checkpoint; from the cache when it matches."""
-    # read once: the digest keys the cache, the model serves a miss (bounded, checked against its run's config)
-    model, _, digest = load_with_digest(entry.checkpoint)
-    key = _cache_key(entry, settings, digest)
-    cache = _cache_path(entry)
-    hit = _cached(cache, key, ModelRecord) if use_cache else None
-    if hit is not None:
-        return hit
+def measure_model(entry: Entry, settings: Settings, loss: LossEstimate | None = None) -> dict:
+    """Everything the report shows about one checkpoint, computed (no cache): a ModelRecord's JSON. `loss`: its
+    adjusted loss on the `n_seq` sequences of the prior where the caller holds it (the zoo's evals.json), else
+    measured. Runs in a worker process of `gather` as well as in the caller's."""
+    model, _, _ = load_with_digest(entry.checkpoint)
     t0 = time.perf_counter()  # the model is evaluated in its own dtype, like `interp eval`; probes use float64
     s = settings
     on_prior = _on_prior(entry, s)
     sigmas = sigma_grid(entry.noise, s.sigma_step)
-    curve = per_layer_loss(model, on_prior)
+    curve = per_layer_loss(model, on_prior.replace(n_seq=s.layer_seq))
     grid = per_layer_profile(model, sigmas, on_prior.replace(n_seq=s.profile_seq))
     ablation = 0 if entry.parameterization.has_omegas else s.ablation_seq  # a DIAG / GD++ layer is its DIAG projection
     probes = on_prior.replace(n_seq=s.probe_seq, chunk=1_000)
     probe = probe_model(model, probes, fit_seq=s.fit_seq, ablation_seq=ablation, schedule_seq=s.schedule_seq)
     record = ModelRecord(
-        loss=curve[-1],
+        loss=loss or adjusted_loss(model, on_prior),
         per_layer=curve,
         sigmas=sigmas,
         profile_mean=[[e.mean for e in row] for row in grid],
@@ -392,11 +408,66 @@ def model_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Mo
         probe=probe,
         seconds=time.perf_counter() - t0,
     )
-    record = ModelRecord.from_json(record.to_json())  # as it reads back from the cache (non-finite floats: None)
-    if use_cache:
-        _write_cache(cache, key, record.to_json())
-    record.cached = False
-    return record
+    return record.to_json()  # as it reads back from the cache (non-finite floats: None)
+
+
+@dataclass
+class Pending:
+    """A record not in the cache: the Task that measures it (its JSON) and `finish(json) -> record`, which caches
+    it. `resolve` runs every pending task of a report in one pool of workers."""
+
+    task: Task
+    finish: Callable[[dict], Any]
+
+
+def resolve(jobs: dict, workers: int = 1, on_done=None) -> dict:
+    """{key: record} of `jobs` ({key: record or Pending}): the pending ones measured in `workers` processes
+    (interp.report.pool.run_tasks; `on_done(key)` as each ends), finished (cached) here."""
+    pending = {k: j for k, j in jobs.items() if isinstance(j, Pending)}
+    note = on_done or (lambda key: None)
+    done = run_tasks({k: j.task for k, j in pending.items()}, workers, on_done=lambda key, _: note(key))
+    return {k: pending[k].finish(done[k]) if k in pending else j for k, j in jobs.items()}
+
+
+def model_job(
+    entry: Entry, settings: Settings, use_cache: bool = True, evals: EvalCache | None = None
+) -> "ModelRecord | Pending":
+    """The cached record of one checkpoint, or the Pending that measures it (`measure_model`, its loss from `evals`,
+    the directory's evaluation cache, read only, when that holds it)."""
+    _, _, digest = load_with_digest(entry.checkpoint)  # bounded, checked against its run's config
+    key = _cache_key(entry, settings, digest)
+    cache = _cache_path(entry)
+    hit = _cached(cache, key, ModelRecord) if use_cache else None
+    if hit is not None:
+        return hit
+
+    def finish(record: dict) -> ModelRecord:
+        if use_cache:
+            _write_cache(cache, key, record)
+        out = ModelRecord.from_json(record)
+        out.cached = False
+        return out
+
+    loss = _evals_loss(entry, settings, evals)
+    return Pending(
+        Task(measure_model, (entry, settings, loss), cost=entry.n_layers * (2 - entry.parameterization.has_omegas)),
+        finish,
+    )
+
+
+def model_record(
+    entry: Entry, settings: Settings, use_cache: bool = True, evals: EvalCache | None = None
+) -> ModelRecord:
+    """Everything the report shows about one checkpoint; from the cache when it matches (`model_job`)."""
+    return resolve({0: model_job(entry, settings, use_cache, evals)})[0]
+
+
+def _evals_loss(entry: Entry, settings: Settings, evals: EvalCache | None) -> LossEstimate | None:
+    """The entry's adjusted loss on its `n_seq` prior sequences from a directory's evaluation cache, if it holds it."""
+    if evals is None:
+        return None
+    _, _, digest = load_with_digest(entry.checkpoint)
+    return cached_loss(digest, _on_prior(entry, settings), evals, None)[0]  # compute=None: never written
 
 
 # ---------------------------------------------------------------------------- light entries (the Table 1 zoo)
@@ -439,12 +510,27 @@ def light_record(
     return record
 
 
-def light_entries(dirs: list[str], settings: Settings, noise=None, use_cache=True, log=None) -> dict[str, tuple]:
-    """label -> (Entry, LightRecord) of every standalone checkpoint file of `dirs` (`standalone_files`), labelled by
-    its path from the directory's name (table1/uniform5/full7); a file that cannot be read (no prior recorded, a
-    broken file) is skipped with a line to `log`."""
+def is_probed_cell(entry: Entry) -> bool:
+    """Whether a standalone checkpoint's cell is probed by the report (PROBED_PRIORS, PROBED_DEPTHS) or light."""
+    return entry.noise in PROBED_PRIORS or entry.n_layers in PROBED_DEPTHS
+
+
+@dataclass
+class Standalone:
+    """A standalone checkpoint file of a directory (`standalone_files`): its entry, the file read once, and the
+    directory's evaluation cache (None where it ships none)."""
+
+    entry: Entry
+    model: ResolvedModel
+    evals: EvalCache | None
+
+
+def standalone_entries(dirs: list[str], noise=None, log=None) -> list[Standalone]:
+    """Every standalone checkpoint file of `dirs`, labelled by its path from the directory's name (best/uniform5/full7),
+    in the paper's order; a file that cannot be read (no prior recorded, a broken file) is skipped with a line to
+    `log`."""
     say = log or (lambda msg: None)
-    out: dict[str, tuple] = {}
+    out: dict[str, Standalone] = {}
     for root in map(Path, dirs):
         evals = EvalCache(root / EVALS_FILE, strict=False, log=say) if (root / EVALS_FILE).is_file() else None
         for file in standalone_files(root):
@@ -454,40 +540,65 @@ def light_entries(dirs: list[str], settings: Settings, noise=None, use_cache=Tru
             except CheckpointError as err:
                 say(f"skipping {file}: {err}")
                 continue
-            if entry.label not in out:
-                out[entry.label] = (entry, light_record(m, entry, settings, evals, use_cache))
-    return dict(sorted(out.items(), key=lambda kv: paper_order((kv[1][0].arch, kv[1][0].n_layers, kv[1][0].noise))))
+            out.setdefault(entry.label, Standalone(entry, m, evals))
+    return sorted(out.values(), key=lambda f: paper_order((f.entry.arch, f.entry.n_layers, f.entry.noise)))
+
+
+def light_entries(dirs: list[str], settings: Settings, noise=None, use_cache=True, log=None) -> dict[str, tuple]:
+    """label -> (Entry, LightRecord) of every standalone checkpoint file of `dirs` (`standalone_entries`)."""
+    return {
+        f.entry.label: (f.entry, light_record(f.model, f.entry, settings, f.evals, use_cache))
+        for f in standalone_entries(dirs, noise, log)
+    }
 
 
 # ---------------------------------------------------------------------------- Theorem 5.1 (GD++ at σ = 0)
 THEOREM51_VERSION = 1  # bump when interp.probes.Theorem51 gains or changes a field (its cached records then miss)
 
 
-def theorem51_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Theorem51 | None:
+def measure_theorem51(entry: Entry, settings: Settings) -> dict:
+    """Theorem 5.1's record of a GD++ model at σ = 0 (its JSON), computed (no cache)."""
+    model, _, _ = load_with_digest(entry.checkpoint)
+    return theorem51(model, _on_prior(entry, settings), probe_seq=settings.probe_seq).to_json()
+
+
+def theorem51_job(entry: Entry, settings: Settings, use_cache: bool = True) -> "Theorem51 | Pending | None":
     """Theorem 5.1 on a GD++ model of a noise-free prior (interp.probes.theorem51: the loss after K layers on the
-    sequences of its adjusted loss, the spectra on `probe_seq` of them), cached beside it under its own key; None for
-    any other model (a probed one or a light entry alike)."""
+    sequences of its adjusted loss, the spectra on `probe_seq` of them), cached beside it under its own key, or the
+    Pending that measures it; None for any other model (a probed one or a light entry alike)."""
     if entry.arch != "gdpp" or as_prior(entry.noise).sigma_max != 0:
         return None
-    model, _, digest = load_with_digest(entry.checkpoint)
-    on_prior = _on_prior(entry, settings)
+    _, _, digest = load_with_digest(entry.checkpoint)
     key = cache_key(  # THEOREM51_VERSION: the fields of interp.probes.Theorem51
-        digest, on_prior, kind="report-theorem51", version=THEOREM51_VERSION, probe_seq=settings.probe_seq
+        digest,
+        _on_prior(entry, settings),
+        kind="report-theorem51",
+        version=THEOREM51_VERSION,
+        probe_seq=settings.probe_seq,
     )
     cache = _cache_path(entry)
     hit = _cached(cache, key, Theorem51) if use_cache else None
     if hit is not None:
         return hit
-    record = Theorem51.from_json(theorem51(model, on_prior, probe_seq=settings.probe_seq).to_json())
-    if use_cache:
-        _write_cache(cache, key, record.to_json())
-    return record
+
+    def finish(record: dict) -> Theorem51:
+        if use_cache:
+            _write_cache(cache, key, record)
+        return Theorem51.from_json(record)
+
+    return Pending(Task(measure_theorem51, (entry, settings), cost=entry.n_layers), finish)
+
+
+def theorem51_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Theorem51 | None:
+    """Theorem 5.1's record of one model (`theorem51_job`, resolved here); None unless GD++ on a noise-free prior."""
+    job = theorem51_job(entry, settings, use_cache)
+    return None if job is None else resolve({0: job})[0]
 
 
 def theorem51_records(models: list[Entry], settings: Settings, use_cache: bool = True) -> dict[str, Theorem51]:
-    """label -> theorem51_record of every GD++ model on a noise-free prior among `models`."""
-    out = {e.label: theorem51_record(e, settings, use_cache) for e in models}
-    return {k: v for k, v in out.items() if v is not None}
+    """label -> Theorem 5.1's record (`theorem51_job`) of every GD++ model on a noise-free prior among `models`."""
+    jobs = {e.label: job for e in models if (job := theorem51_job(e, settings, use_cache)) is not None}
+    return resolve(jobs)
 
 
 # ---------------------------------------------------------------------------- baselines per prior
@@ -501,6 +612,7 @@ class BaselineRecord(Record):
     profile: dict[str, list]  # name -> mean adjusted loss per σ
     paper: dict[str, float | None]  # name -> Table 1 value
     x_cov: list | None = None  # the input covariance Λ of the prior's models, x ~ N(0, Λ) (None: I)
+    cached: bool | None = None  # set on return by baseline_job: whether it came from a cache file
 
 
 def baseline_record(
@@ -551,23 +663,41 @@ def _baseline_key(noise: str, settings: Settings, d: int, n: int, x_cov: Matrix 
     return "baselines-" + hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def cached_baseline_record(
+def measure_baselines(noise: str, settings: Settings, d: int, n: int, x_cov: Matrix | None) -> dict:
+    """baseline_record's JSON (for a worker of `resolve`)."""
+    return baseline_record(noise, settings, d, n, x_cov=x_cov).to_json()
+
+
+def baseline_job(
     noise: str, settings: Settings, d: int, n: int, x_cov: Matrix | None, caches: list[Path], use_cache: bool = True
-) -> tuple[BaselineRecord, bool]:
-    """(baseline_record, whether it came from the cache): read from any of the report cache files `caches` (those of
-    the prior's models, `cache_files`) that holds it, else computed and written to all of them."""
+) -> "BaselineRecord | Pending":
+    """The baselines of a prior read from any of the report cache files `caches` (those of the prior's models,
+    `cache_files`) that holds them (marked `cached`), else the Pending that computes them and writes all of them."""
     key = _baseline_key(noise, settings, d, n, x_cov)
     paths = list(dict.fromkeys(caches))
     if use_cache:
         for path in paths:
             hit = _read_cache(path).get("records", {}).get(key)
             if hit is not None:
-                return BaselineRecord.from_json(hit), True
-    rec = baseline_record(noise, settings, d, n, x_cov=x_cov)
-    if use_cache:
-        for path in paths:
-            _write_cache(path, key, rec.to_json())
-    return rec, False
+                rec = BaselineRecord.from_json(hit)
+                rec.cached = True
+                return rec
+
+    def finish(record: dict) -> BaselineRecord:
+        if use_cache:
+            for path in paths:
+                _write_cache(path, key, record)
+        return BaselineRecord.from_json(record)
+
+    return Pending(Task(measure_baselines, (noise, settings, d, n, x_cov), cost=6), finish)
+
+
+def cached_baseline_record(
+    noise: str, settings: Settings, d: int, n: int, x_cov: Matrix | None, caches: list[Path], use_cache: bool = True
+) -> tuple[BaselineRecord, bool]:
+    """(baseline_record, whether it came from the cache): `baseline_job`, resolved here."""
+    rec = resolve({0: baseline_job(noise, settings, d, n, x_cov, caches, use_cache)})[0]
+    return rec, bool(rec.cached)
 
 
 # ---------------------------------------------------------------------------- training trajectories
@@ -614,54 +744,84 @@ class DriftCurves:
         return self.reason is None
 
 
-def drift_records(entries: list[Entry], settings: Settings, use_cache: bool = True, log=None) -> DriftCurves:
-    """Drift metrics (interp.probes.drift) of about `drift_points` checkpoints of every FULL run, cached per checkpoint;
-    without a FULL run directory, the reason (the report shows it)."""
+def _drift_key(e: Entry, digest: str, settings: Settings) -> str:
+    blob = json.dumps(
+        {
+            "v": REPORT_VERSION,
+            "drift": True,
+            "sha": digest,
+            "noise": e.noise,
+            "n": e.n,
+            **({} if e.x_cov is None else {"x_cov": e.x_cov}),
+            "seq": settings.drift_seq,
+            "fit": settings.drift_fit_seq,
+        },
+        sort_keys=True,
+    )
+    return "drift-" + hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+@lru_cache(maxsize=16)
+def _drift_data(noise: str, d: int, n: int, x_cov: Matrix | None, eval_seq: int, fit_seq: int) -> DriftData:
+    return DriftData.default(noise, d, n, eval_seq=eval_seq, fit_seq=fit_seq, x_cov=x_cov)
+
+
+def measure_drift_point(e: Entry, path: Path, step: int, settings: Settings) -> dict:
+    """The drift metrics of one checkpoint of a FULL run (a DriftPoint's JSON), computed (no cache)."""
+    model, _, _ = load_with_digest(path)
+    data = _drift_data(e.noise, e.d, e.n, e.x_cov, settings.drift_seq, settings.drift_fit_seq)
+    return DriftPoint.of(drift_record(step, model, data, per_layer_gap=False)).to_json()
+
+
+def drift_jobs(entries: list[Entry], settings: Settings, use_cache: bool = True) -> tuple[dict, str | None]:
+    """({(label, step): DriftPoint or Pending} for about `drift_points` checkpoints of every FULL run among `entries`,
+    cached per checkpoint in its run's cache file; without a FULL run directory, the reason there is none)."""
     runs = [e for e in entries if not e.parameterization.has_omegas and e.run_dir is not None]
     if not runs:
-        return DriftCurves(reason="no FULL run directory among the models (DIAG and GD++ never leave DIAG).")
-    datasets: dict[tuple, DriftData] = {}
-    out: dict[str, list[DriftPoint]] = {}
+        return {}, "no FULL run directory among the models (DIAG and GD++ never leave DIAG)."
+    jobs = {}
     for e in runs:
         ckpts = [
             (step, p) for step, p in Run(e.run_dir).checkpoints() if step > 0 and (e.step is None or step <= e.step)
         ]
         cache = e.run_dir / CACHE_FILE
         stored = _read_cache(cache).get("records", {}) if use_cache else {}
-        recs = []
         for step, path in _thin(ckpts, settings.drift_points):
-            model, _, digest = load_with_digest(path)  # read once: the key's digest and, on a miss, the model
-            blob = json.dumps(
-                {
-                    "v": REPORT_VERSION,
-                    "drift": True,
-                    "sha": digest,
-                    "noise": e.noise,
-                    "n": e.n,
-                    **({} if e.x_cov is None else {"x_cov": e.x_cov}),
-                    "seq": settings.drift_seq,
-                    "fit": settings.drift_fit_seq,
-                },
-                sort_keys=True,
-            )
-            key = "drift-" + hashlib.sha256(blob.encode()).hexdigest()[:24]
-            hit = stored.get(key)
-            if hit is not None:
-                rec = DriftPoint.from_json(hit)
-            else:
-                spec = (e.noise, e.d, e.n, e.x_cov)
-                if spec not in datasets:
-                    datasets[spec] = DriftData.default(
-                        e.noise, e.d, e.n, eval_seq=settings.drift_seq, fit_seq=settings.drift_fit_seq, x_cov=e.x_cov
-                    )
-                rec = DriftPoint.of(drift_record(step, model, datasets[spec], per_layer_gap=False))
+            key = _drift_key(e, load_with_digest(path)[2], settings)  # read once: the key's digest
+
+            def finish(record: dict, cache=cache, key=key) -> DriftPoint:
                 if use_cache:
-                    _write_cache(cache, key, rec.to_json())
-            recs.append(rec)
-        out[e.label] = recs
+                    _write_cache(cache, key, record)
+                return DriftPoint.from_json(record)
+
+            hit = stored.get(key)
+            job = DriftPoint.from_json(hit) if hit is not None else None
+            jobs[(e.label, step)] = job or Pending(
+                Task(measure_drift_point, (e, path, step, settings), e.n_layers), finish
+            )
+    return jobs, None
+
+
+def drift_curves(jobs: dict, reason: str | None, log=None) -> DriftCurves:
+    """DriftCurves from the resolved `drift_jobs`."""
+    if reason:
+        return DriftCurves(reason=reason)
+    out: dict[str, list] = {}
+    for (label, _), rec in jobs.items():
+        out.setdefault(label, []).append(rec)
+    for label, recs in out.items():
         if log:
-            log(f"drift {e.label}: {len(recs)} checkpoints")
+            log(f"drift {label}: {len(recs)} checkpoints")
     return DriftCurves(out)
+
+
+def drift_records(
+    entries: list[Entry], settings: Settings, use_cache: bool = True, log=None, workers: int = 1
+) -> DriftCurves:
+    """Drift metrics (interp.probes.drift) of about `drift_points` checkpoints of every FULL run, cached per checkpoint;
+    without a FULL run directory, the reason (the report shows it)."""
+    jobs, reason = drift_jobs(entries, settings, use_cache)
+    return drift_curves(resolve(jobs, workers), reason, log)
 
 
 @dataclass
@@ -736,6 +896,26 @@ class ReportData:
     light_dirs: list[str] = field(default_factory=list)  # the directories of standalone checkpoints given
     theorem51: dict[str, Theorem51] = field(default_factory=dict)  # label -> theorem51_record (GD++ at σ = 0)
     variants: VariantStudy | None = None  # the variants study beside the models (`variants_study`), if any
+    drift_entries: list[Entry] = field(default_factory=list)  # run directories read for their drift curves only
+
+    def for_prior(self, prior: str) -> "ReportData":
+        """The same report restricted to the models (probed, light and drift-only) trained on `prior`: what a view
+        drawn per prior reads (`@view(per_prior=True)`)."""
+        keep = lambda entries: [e for e in entries if e.noise == prior]  # noqa: E731
+        runs = {e.label for e in keep([*self.entries, *self.drift_entries])}
+        drift = (
+            self.drift
+            if not self.drift.available
+            else DriftCurves({k: v for k, v in self.drift.runs.items() if k in runs})
+        )
+        return replace(
+            self,
+            entries=keep(self.entries),
+            light=keep(self.light),
+            drift_entries=keep(self.drift_entries),
+            baselines={k: v for k, v in self.baselines.items() if k == prior},
+            drift=drift,
+        )
 
     @property
     def models(self) -> list[Entry]:
@@ -786,61 +966,68 @@ def gather(
     use_cache: bool = True,
     with_drift: bool = True,
     log=None,
+    drift: list[str | Path] = (),
+    workers: int = 1,
 ) -> ReportData:
-    """Load, evaluate and probe every model (cached per checkpoint), the light entries of every directory of
-    standalone checkpoints among `paths` (their loss and 7-layer profile), plus baselines per prior."""
+    """Load, evaluate and probe every model (cached per checkpoint): the run directories and checkpoint files among
+    `paths`, and of every directory of standalone checkpoints among them the cells `is_probed_cell` picks (the others
+    are light entries: their loss and 7-layer profile); baselines per prior; drift curves of every FULL run among
+    `paths` and `drift` (run directories read for their trajectory only). Whatever the caches lack is measured in
+    `workers` processes (one torch thread each)."""
     settings = settings or Settings()
     say = log or (lambda msg: None)
     dirs = checkpoint_dirs(paths)
     entries = entries_of(paths, noise, say, light=bool(dirs))
+    files = standalone_entries(dirs, noise, say)
+    entries += [f.entry for f in files if is_probed_cell(f.entry)]
+    evals = {f.entry.label: f.evals for f in files}
+    drift_only = entries_of(list(drift), noise, say) if drift and with_drift else []
     t0 = time.perf_counter()
-    light = light_entries(dirs, settings, noise, use_cache, say)
+    light = {
+        f.entry.label: (f.entry, light_record(f.model, f.entry, settings, f.evals, use_cache))
+        for f in files
+        if not is_probed_cell(f.entry)
+    }
     timings: dict[str, float] = {"light": time.perf_counter() - t0}
-    if dirs:
+    if light:
         fresh = sum(not r.cached for _, r in light.values())
         say(
             f"{len(light)} light entries: {timings['light']:.1f} s" + (f" ({fresh} computed)" if fresh else " (cached)")
         )
-    unique_labels([*entries, *(e for e, _ in light.values())])
-    task_sizes = _task_sizes([*entries, *(e for e, _ in light.values())], bool(dirs))
-    records = {}
-    for e in entries:
-        t0 = time.perf_counter()
-        records[e.label] = model_record(e, settings, use_cache)
-        timings[e.label] = time.perf_counter() - t0
-        say(f"{e.label}: {'cached' if records[e.label].cached else f'{timings[e.label]:.1f} s'}")
-    t0 = time.perf_counter()
-    base, hits = {}, 0
-    for prior, (d, n, x_cov) in task_sizes.items():
-        mine = [e for e in [*entries, *(e for e, _ in light.values())] if e.noise == prior]
-        caches = cache_files(mine) or [Path(p) / CACHE_FILE for p in dirs]  # a prior of no model: the zoo's own
-        base[prior], hit = cached_baseline_record(prior, settings, d, n, x_cov, caches, use_cache)
-        hits += hit
-    timings["baselines"] = time.perf_counter() - t0
-    say(f"baselines: {timings['baselines']:.1f} s" + (" (cached)" if hits == len(base) else ""))
-    curves = {e.label: training_curve(e) for e in entries}
-    t0 = time.perf_counter()
-    drift = (
-        drift_records(entries, settings, use_cache, say) if with_drift else DriftCurves(reason="skipped on request.")
+    every = [*entries, *(e for e, _ in light.values())]
+    unique_labels([*every, *drift_only])
+    jobs: dict = {("model", e.label): model_job(e, settings, use_cache, evals.get(e.label)) for e in entries}
+    for prior, (d, n, x_cov) in _task_sizes(every, bool(dirs)).items():
+        caches = cache_files([e for e in every if e.noise == prior]) or [Path(p) / CACHE_FILE for p in dirs]
+        jobs[("baselines", prior)] = baseline_job(prior, settings, d, n, x_cov, caches, use_cache)
+    for e in every:
+        if (job := theorem51_job(e, settings, use_cache)) is not None:
+            jobs[("theorem51", e.label)] = job
+    drift_plan, reason = (
+        drift_jobs([*entries, *drift_only], settings, use_cache) if with_drift else ({}, "skipped on request.")
     )
-    timings["drift"] = time.perf_counter() - t0
-    say(f"drift: {timings['drift']:.1f} s")
+    jobs |= {("drift", *k): job for k, job in drift_plan.items()}
+    todo = sum(isinstance(j, Pending) for j in jobs.values())
+    say(f"{len(entries)} probed models, {len(jobs) - todo} records cached, {todo} to measure in {workers} process(es)")
     t0 = time.perf_counter()
-    t51 = theorem51_records([*entries, *(e for e, _ in light.values())], settings, use_cache)
-    timings["theorem51"] = time.perf_counter() - t0
-    if t51:
-        say(f"Theorem 5.1 ({len(t51)} GD++ at σ = 0): {timings['theorem51']:.1f} s")
+    done = resolve(
+        jobs, workers, on_done=lambda key: say(f"{' '.join(map(str, key))}: {time.perf_counter() - t0:.1f} s")
+    )
+    timings["measure"] = time.perf_counter() - t0
+    say(f"measured in {timings['measure']:.1f} s")
+    pick = lambda kind: {k[1] if len(k) == 2 else k[1:]: v for k, v in done.items() if k[0] == kind}  # noqa: E731
     return ReportData(
         entries,
-        records,
-        base,
-        curves,
-        drift,
+        pick("model"),
+        pick("baselines"),
+        {e.label: training_curve(e) for e in [*entries, *drift_only]},
+        drift_curves(pick("drift"), reason, say),
         settings,
         timings,
         [e for e, _ in light.values()],
         {e.label: r for e, r in light.values()},
         dirs,
-        theorem51=t51,
+        theorem51=pick("theorem51"),
         variants=variants_study(paths),
+        drift_entries=drift_only,
     )

@@ -53,6 +53,8 @@ table.summary tr.base td { color: var(--muted); }
 .good { color: #1d7a34; } .bad { color: #b3261e; }
 footer { color: var(--muted); font-size: 12.5px; padding: 0 48px 30px; }
 code { background: #eef0f3; padding: 1px 5px; border-radius: 4px; font-size: 12.5px; }
+label.prior { display: block; padding: 3px 8px; color: var(--muted); font-size: 13px; }
+label.prior select { margin-top: 4px; width: 100%; font-size: 14px; padding: 3px 4px; }
 """.replace("FONT", FONT)
 
 
@@ -213,8 +215,13 @@ def _summary_html(data: ReportData) -> str:
     return "\n".join(out)
 
 
-def _panel_html(p: Panel) -> str:
-    parts = [f'<div class="card" id="{p.id}"><h3>{html.escape(p.title)}</h3>']
+def _panel_html(p: Panel, prior: str | None = None) -> str:
+    """One card; a per-prior panel (`p.group`) is tagged with its prior and hidden unless it is `prior`."""
+    shown = p.group is None or p.group == prior
+    tag = (
+        "" if p.group is None else f' data-prior="{html.escape(p.group)}"' + ("" if shown else ' style="display:none"')
+    )
+    parts = [f'<div class="card" id="{p.id}"{tag}><h3>{html.escape(p.title)}</h3>']
     if p.caption:
         parts.append(f'<p class="look">{html.escape(p.caption)}</p>')
     if p.note:
@@ -235,6 +242,48 @@ def _panel_html(p: Panel) -> str:
     return "\n".join(parts)
 
 
+DEFAULT_PRIOR = "uniform:5"  # the prior selector's first choice where the report has it (the paper's Figures 1-2)
+
+# The prior selector: show the per-prior panels of one prior, and fit the figures that were hidden when drawn.
+PRIOR_SCRIPT = """
+function showPrior(prior) {
+  document.querySelectorAll('[data-prior]').forEach(function (card) {
+    var on = card.dataset.prior === prior;
+    card.style.display = on ? '' : 'none';
+    if (on) card.querySelectorAll('.plotly-graph-div').forEach(function (g) { Plotly.Plots.resize(g); });
+  });
+  document.querySelectorAll('select.prior-select').forEach(function (s) { s.value = prior; });
+}
+"""
+
+
+def _prior_selector(priors: list[str], default: str) -> str:
+    options = "".join(
+        f'<option value="{html.escape(p)}"{" selected" if p == default else ""}>{html.escape(p)}</option>'
+        for p in priors
+    )
+    return (
+        '<h2>Prior</h2><label class="prior">per-model views of the models trained on<br>'
+        f'<select class="prior-select" onchange="showPrior(this.value)">{options}</select></label>'
+    )
+
+
+def _grouped(panels: list[Panel], prior: str | None) -> list[str]:
+    """The cards of a section, each per-prior view's panels inside one element holding the view's id."""
+    out, open_anchor = [], None
+    for p in panels:
+        if p.anchor != open_anchor:
+            if open_anchor is not None:
+                out.append("</div>")
+            if p.anchor is not None:
+                out.append(f'<div id="{p.anchor}">')
+            open_anchor = p.anchor
+        out.append(_panel_html(p, prior))
+    if open_anchor is not None:
+        out.append("</div>")
+    return out
+
+
 def sections(data: ReportData, only=None) -> list[tuple[str, str, list[Panel]]]:
     """(section id, heading, panels) of every view registered in interp.report.figures (those named in `only`,
     where given), in order."""
@@ -245,10 +294,14 @@ def render(data: ReportData, title: str = "interp report", only=None) -> str:
     """The whole report as one HTML string (no network needed to open it); `only`: the names of the view functions
     to draw (default: all)."""
     secs = [s for s in sections(data, only) if s[2]]
-    toc = ['<nav><h2>Contents</h2><a href="#summary">Summary table</a>']
+    priors = list(dict.fromkeys(p.group for _, _, panels in secs for p in panels if p.group is not None))
+    prior = DEFAULT_PRIOR if DEFAULT_PRIOR in priors else (priors[0] if priors else None)
+    toc = ["<nav>", *([_prior_selector(priors, prior)] if len(priors) > 1 else [])]
+    toc.append('<h2>Contents</h2><a href="#summary">Summary table</a>')
     for sid, name, panels in secs:
         toc.append(f"<h2>{html.escape(name)}</h2>")
-        toc += [f'<a href="#{p.id}">{html.escape(p.title)}</a>' for p in panels]
+        links = dict.fromkeys((p.anchor or p.id, p.title) for p in panels)  # a per-prior view once
+        toc += [f'<a href="#{pid}">{html.escape(title)}</a>' for pid, title in links]
     toc.append("</nav>")
     body = [
         '<section id="summary"><h2>Summary: adjusted loss against the paper</h2>'
@@ -256,7 +309,7 @@ def render(data: ReportData, title: str = "interp report", only=None) -> str:
     ]
     for sid, name, panels in secs:
         body.append(f'<section id="section-{sid}"><h2>{html.escape(name)}</h2>')  # panel ids may be "training"
-        body += [_panel_html(p) for p in panels]
+        body += _grouped(panels, prior)
         body.append("</section>")
     s = data.settings
     now = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
@@ -275,6 +328,7 @@ def render(data: ReportData, title: str = "interp report", only=None) -> str:
             f"<title>{html.escape(title)}</title>",
             f"<style>{CSS}</style>",
             f'<script type="text/javascript">{get_plotlyjs()}</script>',
+            f'<script type="text/javascript">{PRIOR_SCRIPT}</script>',
             "</head><body>",
             f"<header><h1>{html.escape(title)}</h1>"
             f"<p>{len(data.entries)} probed linear transformers{html.escape(light)} trained on in-context linear "

@@ -18,11 +18,12 @@ from typing import Callable
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from interp.evaluate import TABLE1_COLUMNS
 from interp.report.data import Entry, ReportData
 from interp.report.groups import Tag, best_runs, depth_groups, depth_menu, run_tag
 from interp.report.style import BAND, BAND_STRONG, apply_theme, arch_label, model_color, prior_dash, prior_symbol
 from interp.table import PAPER_ORDER
-from interp.tasks import as_prior
+from interp.tasks import as_prior, prior_slug
 
 RANK = {a.name: 10 * (i + 1) for i, a in enumerate(PAPER_ORDER)}  # legend order: architectures, then baselines
 RUN_PALETTE = ["#D8453B", "#2F6DB5", "#3B9B4A", "#E08A1E", "#7B4FA0", "#17A2B8", "#8C564B", "#D45F9E"]
@@ -39,6 +40,8 @@ class Panel:
     caption: str  # what to look for
     figure: go.Figure | None = None
     note: str | None = None
+    group: str | None = None  # the prior of a per-prior view's panel (the report's prior selector shows one group)
+    anchor: str | None = None  # a per-prior view's id, shared by its panels (the table of contents links it once)
 
 
 @dataclass
@@ -83,13 +86,16 @@ def view(
     after: Callable[..., None] | None = None,
     each: Callable[[ReportData], list] | None = None,
     probed: bool = True,
+    per_prior: bool = False,
 ):
     """Register a view in `section`: draw(data, *args) -> go.Figure | Note becomes (data, *args) -> Panel, drawn by
     the report once (or once per item of `each(data)`, passed as the one argument).
 
     id, title, caption and height are fixed or functions of (data, *args); `after(fig, data, *args)` adjusts the
     layout once the theme is applied (what the theme would otherwise overwrite). `probed`: the view draws the
-    probed models (data.entries), and shows NO_PROBED where the report has none (only light entries)."""
+    probed models (data.entries), and shows NO_PROBED where the report has none (only light entries). `per_prior`:
+    drawn once per training prior of the probed models (`probed_priors`) from the report restricted to that prior
+    (ReportData.for_prior), each panel's id suffixed with the prior and tagged with it for the prior selector."""
     if section not in SECTIONS:
         raise ValueError(f"unknown section {section!r} (known: {', '.join(SECTIONS)})")
 
@@ -97,6 +103,27 @@ def view(
         return x(*args) if callable(x) else x
 
     def wrap(draw):
+        if per_prior:
+            base = wrap_one(lambda data: draw(data))
+
+            @functools.wraps(draw)
+            def by_prior(data: ReportData, prior: str) -> Panel:
+                out = base(data.for_prior(prior))
+                out.anchor, out.group = out.id, prior
+                out.id = f"{out.id}-{prior_slug(prior)}"
+                return out
+
+            return register(draw, by_prior, probed_priors)
+        return register(draw, wrap_one(draw), each)
+
+    def register(draw, panel, each):
+        name = f"{draw.__module__}.{draw.__qualname__}"
+        entry = View(name, section, panel, each)
+        at = next((i for i, v in enumerate(REGISTRY) if v.name == name), None)  # a reloaded module: replace
+        REGISTRY.append(entry) if at is None else REGISTRY.__setitem__(at, entry)
+        return panel
+
+    def wrap_one(draw):
         @functools.wraps(draw)
         def panel(data: ReportData, *args) -> Panel:
             out = Note(NO_PROBED) if probed and not data.entries else draw(data, *args)
@@ -108,13 +135,16 @@ def view(
                 after(out, data, *args)
             return Panel(pid, value(title, data, *args), value(caption, data, *args), out)
 
-        name = f"{draw.__module__}.{draw.__qualname__}"
-        entry = View(name, section, panel, each)
-        at = next((i for i, v in enumerate(REGISTRY) if v.name == name), None)  # a reloaded module: replace
-        REGISTRY.append(entry) if at is None else REGISTRY.__setitem__(at, entry)
         return panel
 
     return wrap
+
+
+def probed_priors(data: ReportData) -> list[str]:
+    """The training priors of the probed models, in Table 1's column order (others after, as they come)."""
+    priors = list(dict.fromkeys(e.noise for e in data.entries))
+    order = {p: i for i, p in enumerate(TABLE1_COLUMNS)}
+    return sorted(priors, key=lambda p: (order.get(p, len(order)), priors.index(p)))
 
 
 def sections(data: ReportData, only=None) -> list[tuple[str, str, list[Panel]]]:

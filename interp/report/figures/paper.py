@@ -605,7 +605,15 @@ def _heatmap_caption(data: ReportData) -> str:
     )
 
 
-@view("heatmaps", "Pˡ and Qˡ heatmaps", height=600, section="paper", caption=_heatmap_caption, after=_heatmap_menu)
+@view(
+    "heatmaps",
+    "Pˡ and Qˡ heatmaps",
+    height=600,
+    section="paper",
+    caption=_heatmap_caption,
+    after=_heatmap_menu,
+    per_prior=True,
+)
 def heatmaps(data: ReportData) -> go.Figure:
     order = _heatmap_order(data)
     Lmax = max(e.n_layers for e in order)
@@ -673,6 +681,7 @@ K_ROOM = 0.14  # the share of each panel's σ range left free on the right for t
     "Prediction after K layers",
     height=_after_k_height,
     section="paper",
+    per_prior=True,
     after=lambda fig, data: fig.update_layout(margin=dict(r=50)),
     caption=(
         "The prediction −y of the query read after K of L layers (README, Conventions), per evaluation σ, light "

@@ -31,6 +31,7 @@ OMEGA_LABELS = ["ω<sub>xx</sub>", "ω<sub>xy</sub>", "ω<sub>yx</sub>", "ω<sub
     "omegas",
     "ω per layer",
     section="probes",
+    per_prior=True,
     height=430,
     caption=(
         "The four products ω_xx = Σp_x q_x, ω_xy, ω_yx, ω_yy of each layer (Vladymyrov et al. 2024, DIAG; README, "
@@ -67,6 +68,7 @@ SOLVER_REFS = [
     "solvers",
     "Implicit wˡ against OLS, ridge and GD",
     section="probes",
+    per_prior=True,
     height=420,
     caption=(
         "Theorem 4.1: after l layers the model predicts ⟨wˡ, x_t⟩ with a context-dependent wˡ. Shown is the mean "
@@ -96,6 +98,7 @@ def solvers(data: ReportData) -> go.Figure:
     "momentum",
     "Momentum ‖uˡ‖ by layer",
     section="probes",
+    per_prior=True,
     height=380,
     caption=(
         "uˡ is the part of every x token that copies its own label (x_iˡ = Mˡ x_i + y_i uˡ); Lemma 4.4 shows it acts "
@@ -117,6 +120,7 @@ CONSTRR_DASH = ["dot", "dashdot", "longdashdot", "longdash"]  # ConstRR λ per p
     "implied-lambda",
     "Implied ridge λ against the true σ",
     section="probes",
+    per_prior=True,
     height=470,
     caption=(
         "For each sequence, the λ whose ridge solution (Σ + λI)⁻¹α is nearest to the model's final wᴸ; medians per "
@@ -187,6 +191,7 @@ def implied_lambda(data: ReportData) -> go.Figure:
     "rescaling-step",
     "Rescaling and effective step against σ",
     section="probes",
+    per_prior=True,
     height=470,
     caption=(
         "Per layer (layer 1 dotted, 2 dashed, 3 dash-dot, the last solid), the median over sequences in each σ bin. "
@@ -256,6 +261,7 @@ def _schedule_hover(e: Entry, s, l: int) -> str:
     "schedule",
     "Layer schedule (§5.3): x-from-y and y-step layers",
     section="probes",
+    per_prior=True,
     height=lambda data: max(380, 140 + 22 * len(_scheduled(data))),
     caption=(
         "§5.3's two-step update: a layer that moves the x's by the labels (x←y), then a gradient step on the labels "
@@ -342,6 +348,7 @@ def schedule(data: ReportData) -> "go.Figure | Note":
     "full-fits",
     "FULL-to-DIAG fit and the remainder's spectrum",
     section="probes",
+    per_prior=True,
     height=420,
     caption=(
         "Each FULL layer computes a linear map S ↦ Σ P S Q of the context statistics. Left: R² of that map fitted by "

@@ -16,7 +16,7 @@ LOSS_TITLE = "loss after K layers (log)"
 TOP_WIDTH = 0.7  # of the plotting width: the loss panel's, the legend beside it (the layer panels take it all)
 NONE_TEXT = (
     "No GD++ model on a noise-free prior (uniform:0) in this report: the view reads the Table 1 zoo's "
-    "experiments/zoo/table1/uniform0/gdpp<L>.safetensors, or any GD++ run trained on uniform:0."
+    "experiments/zoo/best/uniform0/gdpp<L>.safetensors, or any GD++ run trained on uniform:0."
 )
 
 

@@ -31,6 +31,7 @@ from interp.report.style import layer_dash
     "Training curves",
     section="training",
     height=400,
+    per_prior=True,
     caption=(
         "The training objective (½·MSE on fresh batches, not adjusted) logged during training, as a running median "
         "over 7 log points (deep models see rare batches with enormous loss; hover shows the logged value; the "
@@ -42,7 +43,7 @@ from interp.report.style import layer_dash
 )
 def training_curves(data: ReportData) -> "go.Figure | Note":
     fig = _subplots()
-    for e in data.entries:
+    for e in [*data.entries, *data.drift_entries]:  # probed runs, and the runs kept for their trajectory
         cur = data.curves.get(e.label)
         if not cur:
             continue
@@ -78,6 +79,7 @@ DRIFT_CURVES = ((1, 1, "share_outside", True), (1, 2, "r2_diag", False), (2, 2, 
     "Drift of FULL models over training",
     section="training",
     height=720,
+    per_prior=True,
     caption=(
         "Measured on a few checkpoints of every FULL run (interp.probes.drift; one colour per run; layer 1 dotted, "
         "2 dashed, 3 dash-dot, the last solid). Does FULL drift "
@@ -101,7 +103,7 @@ def drift(data: ReportData) -> "go.Figure | Note":
     ]
     fig = _subplots(2, rows=2, titles=titles, horizontal_spacing=0.09, vertical_spacing=0.16)
     for i, (label, recs) in enumerate(d.runs.items()):
-        e = next(x for x in data.entries if x.label == label)
+        e = next(x for x in [*data.entries, *data.drift_entries] if x.label == label)
         colour = RUN_PALETTE[i % len(RUN_PALETTE)] if len(d.runs) > 1 else _color(e, data)  # runs apart, not by arch
         L, steps = e.n_layers, [r.step for r in recs]
         first = True
