@@ -88,6 +88,8 @@ def _options(args) -> dict:
         for name, default in MATRICES.items():
             if getattr(args, name) != default:
                 raise ArgError(f"--{name.replace('_', '-')} is for matrices files, not {args.format}")
+    if args.trajectory and args.snapshot is not None:
+        raise ArgError("--snapshot picks one model; --trajectory writes every snapshot")
     common = {"n": args.n, "noise": args.noise}
     if args.format == "ahn":
         if args.n is None:
