@@ -171,8 +171,8 @@ def test_core_import_graph_is_acyclic():
 
 def test_layer_order():
     """Each module of ORDER imports only modules listed before it: render, limits, files, kernel, tasks, params,
-    config, presets, moments, model, checkpoints, convert, run import nothing above them, train and variants nothing of evalset,
-    evaluate, probes, ... (which all sit above it)."""
+    config, presets, moments, model, checkpoints, convert, run import nothing above them, train and variants nothing
+    of evalset, evaluate, probes, ... (which all sit above it)."""
     edges = graph()
     wrong = []
     for i, module in enumerate(ORDER):

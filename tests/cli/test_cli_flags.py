@@ -28,7 +28,14 @@ def hidden(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 # meaning (a key of SPELLINGS) -> the commands that have it; each spells it SPELLINGS[meaning]
 HAVE = {
-    "main output (run directory, HTML, markdown or probe JSON)": ["train", "table", "probe", "report", "export", "import"],
+    "main output (run directory, HTML, markdown or probe JSON)": [
+        "train",
+        "table",
+        "probe",
+        "report",
+        "export",
+        "import",
+    ],
     "results as JSON": ["table", "eval", "probe", "drift"],
     "sequences of the adjusted loss on the prior": ["sweep", "table", "eval", "drift"],
     "seed of the sequences a command measures on": ["table", "eval", "probe", "drift"],
