@@ -424,3 +424,15 @@ def test_a_trained_ahn_model_is_full_inside_gdpps_blocks():
     assert torch.equal(proj.block_sv["y->x"], torch.zeros_like(proj.block_sv["y->x"]))
     assert torch.equal(proj.block_sv["y->y"], torch.zeros_like(proj.block_sv["y->y"]))
     assert bool((proj.share_outside > 0.01).all())  # not GD++ itself: its x-blocks are not multiples of I
+
+
+def test_a_symlink_to_a_source_is_read_through_and_the_api_name_resolves(tmp_path):
+    import interp
+
+    allparam = torch.randn(1, 1, 2, 2, 2, dtype=torch.float64) * 0.3
+    torch.save({"allparam": allparam}, tmp_path / "real.pt")
+    (tmp_path / "link.pt").symlink_to(tmp_path / "real.pt")
+    imp = interp.import_checkpoint("ahn", tmp_path / "link.pt", tmp_path / "o.safetensors", n=4)
+    Z = tokens(8, 4, 2)
+    torch.testing.assert_close(load_file(tmp_path / "o.safetensors")[0](Z), transformer_f(allparam, Z), **TOL)
+    assert imp.sha256 == __import__("hashlib").sha256((tmp_path / "real.pt").read_bytes()).hexdigest()
