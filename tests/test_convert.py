@@ -5,6 +5,7 @@ file, and nothing is written."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -103,7 +104,7 @@ def test_the_checkpoint_records_where_it_came_from(tmp_path):
     torch.save({"allparam": allparam}, tmp_path / "a.pt")
     convert.import_checkpoint("ahn", tmp_path / "a.pt", tmp_path / "a.safetensors", n=9, noise="uniform:2")
     model, meta = load_file(tmp_path / "a.safetensors")
-    digest = __import__("hashlib").sha256((tmp_path / "a.pt").read_bytes()).hexdigest()
+    digest = hashlib.sha256((tmp_path / "a.pt").read_bytes()).hexdigest()
     imp = meta["imported"]
     assert (imp["format"], imp["source_sha256"], imp["n"], imp["d"], imp["noise"]) == ("ahn", digest, 9, 3, "uniform:2")
     assert imp["conventions"]["mapped"] == "P = Pbar / N, Q = Qbar^T" and imp["conventions"]["scale"] == "1/n"
@@ -435,4 +436,4 @@ def test_a_symlink_to_a_source_is_read_through_and_the_api_name_resolves(tmp_pat
     imp = interp.import_checkpoint("ahn", tmp_path / "link.pt", tmp_path / "o.safetensors", n=4)
     Z = tokens(8, 4, 2)
     torch.testing.assert_close(load_file(tmp_path / "o.safetensors")[0](Z), transformer_f(allparam, Z), **TOL)
-    assert imp.sha256 == __import__("hashlib").sha256((tmp_path / "real.pt").read_bytes()).hexdigest()
+    assert imp.sha256 == hashlib.sha256((tmp_path / "real.pt").read_bytes()).hexdigest()
