@@ -50,6 +50,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "evaluate_predictors": ("interp.evaluate", "evaluate"),
     "fit_layer_maps": ("interp.probes", "fit_layer_maps"),
     "implicit_model": ("interp.probes", "implicit_model"),
+    "import_checkpoint": ("interp.convert", "import_checkpoint"),
     "lemma44": ("interp.probes", "lemma44"),
     "load": ("interp.run", "load"),
     "ols_predict": ("interp.baselines", "ols_predict"),
@@ -103,6 +104,7 @@ __all__ = [  # the keys of _EXPORTS (tests/test_api_errors.py checks it)
     "evaluate_predictors",
     "fit_layer_maps",
     "implicit_model",
+    "import_checkpoint",
     "lemma44",
     "load",
     "ols_predict",
@@ -146,6 +148,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what type checkers and IDEs see: the names as if imported eagerly
     from interp.baselines import AdaRR, Bayes, ConstRR, GDk, TunedRR, ols_predict, oracle_predict, ridge_predict
     from interp.config import ModelConfig, TrainConfig
+    from interp.convert import import_checkpoint
     from interp.evalset import EvalSet
     from interp.evaluate import (
         LossEstimate,

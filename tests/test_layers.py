@@ -1,7 +1,7 @@
 """The core's layer order (README, Architecture): each module imports only modules below it, at module level.
 
     render → limits → files → kernel → tasks → noise_free → params → config → presets → moments → model → checkpoints
-    → run → train → variants → ...
+    → convert → run → train → variants → ...
 
 No import cycle, no function-local import of interp hiding one, and nothing in the core reaching up into the
 report or the CLI (which may import lazily inside functions, to keep `interp --help` fast).
@@ -33,6 +33,7 @@ ORDER = [
     "moments",
     "model",
     "checkpoints",
+    "convert",
     "run",
     "train",
     "variants",
@@ -170,8 +171,8 @@ def test_core_import_graph_is_acyclic():
 
 def test_layer_order():
     """Each module of ORDER imports only modules listed before it: render, limits, files, kernel, tasks, params,
-    config, presets, moments, model, checkpoints, run import nothing above them, train and variants nothing of evalset,
-    evaluate, probes, ... (which all sit above it)."""
+    config, presets, moments, model, checkpoints, convert, run import nothing above them, train and variants nothing
+    of evalset, evaluate, probes, ... (which all sit above it)."""
     edges = graph()
     wrong = []
     for i, module in enumerate(ORDER):

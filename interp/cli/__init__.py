@@ -169,6 +169,7 @@ COMMANDS = [
     "drift",
     "report",
     "export",
+    "import",
 ]  # each: interp/cli/{name}.py with add(subparsers)
 
 

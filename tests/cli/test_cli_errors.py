@@ -94,7 +94,7 @@ def test_help_lists_every_command_without_importing_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    for name in ("train", "sweep", "table", "eval", "probe", "drift", "report", "export"):
+    for name in ("train", "sweep", "table", "eval", "probe", "drift", "report", "export", "import"):
         assert f"    {name} " in done.stdout, done.stdout
 
 

@@ -28,7 +28,14 @@ def hidden(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 # meaning (a key of SPELLINGS) -> the commands that have it; each spells it SPELLINGS[meaning]
 HAVE = {
-    "main output (run directory, HTML, markdown or probe JSON)": ["train", "table", "probe", "report", "export"],
+    "main output (run directory, HTML, markdown or probe JSON)": [
+        "train",
+        "table",
+        "probe",
+        "report",
+        "export",
+        "import",
+    ],
     "results as JSON": ["table", "eval", "probe", "drift"],
     "sequences of the adjusted loss on the prior": ["sweep", "table", "eval", "drift"],
     "seed of the sequences a command measures on": ["table", "eval", "probe", "drift"],
@@ -66,6 +73,7 @@ def test_the_spellings_chosen():
         "drift": ["--eval-seq", "--fit-seq"],
         "report": [],
         "export": [],
+        "import": [],
     }
     seeds = {c: sorted(f for f in listed(p) if "seed" in f) for c, p in cmds.items()}
     assert seeds == {
@@ -77,6 +85,7 @@ def test_the_spellings_chosen():
         "drift": ["--eval-seed"],
         "report": [],
         "export": [],
+        "import": [],
     }
     assert {c for c, p in cmds.items() if "--chunk" in listed(p)} == {"eval", "probe"}
     assert {c for c, p in cmds.items() if "--n-seq" in listed(p)} == set()  # a former spelling only
