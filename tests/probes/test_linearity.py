@@ -13,7 +13,7 @@ from interp.probes.linearity import LinearitySummary, implicit_maps, layer_linea
 from interp.variants import VariantConfig, VariantTransformer
 from tests.helpers import random_diag, random_full, small_batch
 
-TABLE1 = Path(__file__).resolve().parents[2] / "experiments" / "zoo" / "table1" / "uniform5"
+TABLE1 = Path(__file__).resolve().parents[2] / "experiments" / "zoo" / "best" / "uniform5"
 
 
 def variant(scale=0.15, **fields) -> VariantTransformer:

@@ -11,7 +11,7 @@ import pytest
 from interp.report import figures
 from interp.report.data import DriftCurves, ReportData, Settings, make_entry, theorem51_record, theorem51_records
 
-ZOO = Path(__file__).resolve().parents[2] / "experiments" / "zoo" / "table1" / "uniform0"
+ZOO = Path(__file__).resolve().parents[2] / "experiments" / "zoo" / "best" / "uniform0"
 SETTINGS = Settings.quick()
 
 
