@@ -28,6 +28,7 @@ from interp.params import FULL, nests
 from interp.params import of as arch_of
 from interp.run import Run, load
 from interp.tasks import draw_tasks, stressed_tasks, tail_tasks
+from interp.variants import build
 
 
 class TrainingDiverged(InterpError, RuntimeError):
@@ -193,7 +194,7 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
     killed during the phase restarts it from the resume state of its last Adam step and ends the same.
     """
     if model.cfg.dtype != "float64":
-        wide = LinearTransformer(dataclasses.replace(model.cfg, dtype="float64"), init=False).to(cfg.device)
+        wide = build(dataclasses.replace(model.cfg, dtype="float64"), init=False).to(cfg.device)
         wide.load_state_dict(model.state_dict())
         out = polish(wide, cfg, gen, rounds)
         with torch.no_grad():
@@ -318,8 +319,19 @@ def _init_model(cfg: TrainConfig) -> LinearTransformer:
     want = cfg.adam_model
     gen = torch.Generator().manual_seed(cfg.seed)
     if cfg.init is None:
-        return LinearTransformer(want, generator=gen)
+        return build(want, generator=gen)  # the paper's LinearTransformer, or the family's VariantTransformer
     src = load(cfg.init)
+    if not want.is_lsa or not src.cfg.is_lsa:  # the family starts from a model of its own config only
+        if dataclasses.replace(src.cfg, dtype=want.dtype) != want:
+            raise InvalidArgument(
+                f"--init: {cfg.init} is a {src.cfg.family_label} model, the run a {want.family_label}"
+            )
+        src = build(want, init=False)
+        src.load_state_dict({k: v.to(want.torch_dtype) for k, v in load(cfg.init).state_dict().items()})
+        with torch.no_grad():
+            for p in src.parameters():
+                p.add_(cfg.init_noise * torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.dtype))
+        return src
     if src.cfg.d != want.d:
         raise InvalidArgument(f"--init: {cfg.init} has d={src.cfg.d} but the run asks for d={want.d}")
     if src.cfg.n_layers != want.n_layers:
@@ -638,7 +650,8 @@ def check_memory(cfg: TrainConfig) -> None:
 
 def kernel_takes(cfg: TrainConfig) -> bool:
     """Whether the kernel's fused pass can run `cfg`'s steps (CPU, its dtype, d + 2 within the widest row)."""
-    return cfg.device == "cpu" and kernel.available() and kernel.row_length(cfg.model.d + 2) is not None
+    on_cpu = cfg.device == "cpu" and cfg.model.is_lsa  # the family (interp.variants) trains through autograd
+    return on_cpu and kernel.available() and kernel.row_length(cfg.model.d + 2) is not None
 
 
 def training_path(cfg: TrainConfig) -> dict:

@@ -1,7 +1,7 @@
 """The core's layer order (README, Architecture): each module imports only modules below it, at module level.
 
-    render → limits → files → kernel → tasks → noise_free → params → config → presets → moments → model → checkpoints
-    → run → train → variants → ...
+    render → limits → files → kernel → tasks → noise_free → params → config → presets → moments → model → variants
+    → checkpoints → run → train → ...
 
 No import cycle, no function-local import of interp hiding one, and nothing in the core reaching up into the
 report or the CLI (which may import lazily inside functions, to keep `interp --help` fast).
@@ -32,10 +32,10 @@ ORDER = [
     "presets",
     "moments",
     "model",
+    "variants",
     "checkpoints",
     "run",
     "train",
-    "variants",
 ]
 ALONE = [*ORDER, "evalset", "spectral", "baselines", "tuning", "evaluate", "evalcache", "patching", "sweep", "table"]
 # The sweep package by concern, bottom to top (its __init__ puts them together): each imports no sibling after it.
@@ -170,7 +170,7 @@ def test_core_import_graph_is_acyclic():
 
 def test_layer_order():
     """Each module of ORDER imports only modules listed before it: render, limits, files, kernel, tasks, params,
-    config, presets, moments, model, checkpoints, run import nothing above them, train and variants nothing of evalset,
+    config, presets, moments, model, variants, checkpoints, run import nothing above them, train nothing of evalset,
     evaluate, probes, ... (which all sit above it)."""
     edges = graph()
     wrong = []

@@ -21,7 +21,6 @@ from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
 from interp.probes.linearity import VariantStudy, layer_linearity
 from interp.run import load
-from interp.variants import load_variant, predictor
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDY = ROOT / "experiments" / "zoo" / "variants" / "summary.json"
@@ -54,8 +53,8 @@ def test_every_row_recomputes(study):
     for r in study.rows:
         path = ROOT / r.file
         assert hashlib.sha256(path.read_bytes()).hexdigest() == r.sha256, f"{r.file} changed; regenerate: {REGENERATE}"
-        model = load(path) if r.steps is None else load_variant(path)
-        loss = adjusted_loss(model if r.steps is None else predictor(model), pin)
+        model = load(path)  # a variant file of the former second trainer too (interp.variants.from_legacy)
+        loss = adjusted_loss(model, pin)
         assert loss.mean == pytest.approx(r.pin_loss.mean, rel=1e-4), f"{r.file}; regenerate: {REGENERATE}"
         got = layer_linearity(model, tokens).summary()
         for field in ("context_median", "query_median", "gap_median"):

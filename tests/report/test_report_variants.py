@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from interp.config import ModelConfig
 from interp.evaluate import LossEstimate
 from interp.files import CheckpointError
 from interp.probes.linearity import StudyRow, VariantStudy, layer_linearity
 from interp.report import figures
 from interp.report.data import VARIANTS_STUDY, DriftCurves, ReportData, Settings, variants_study
-from interp.variants import VariantConfig, VariantTransformer
+from interp.variants import build
 from tests.helpers import random_full, small_batch
 
 SHIPPED = Path(__file__).resolve().parents[2] / "experiments" / "zoo" / VARIANTS_STUDY
@@ -24,7 +25,7 @@ def study() -> VariantStudy:
     """Two depths, a FULL model (residual at rounding) and a softmax one (not), with made-up losses."""
     tokens, rows = small_batch(d=4).tokens, []
     for L in (2, 3):
-        softmax = VariantTransformer(VariantConfig(d=4, n_layers=L, attention="softmax", init_scale=0.5 * L))
+        softmax = build(ModelConfig(d=4, n_layers=L, attention="softmax", init_scale=0.5 * L))
         for name, label, model, loss in (
             ("full", "FULL", random_full(n_layers=L), 0.2 / L),
             ("softmax", "softmax", softmax, 0.5),
