@@ -264,9 +264,12 @@ class ModelConfig(TokenWidth):
         choices=ATTENTIONS,
     )
     head_width: int | None = option(
-        None, "--head-width", "width of q, k, v per head of every attention but lsa (default d + 1)", "count",
-        maximum=MAX_D,
-    )  # fmt: skip
+        None,
+        "--head-width",
+        "width of q, k, v per head of every attention but lsa; 0 for d + 1 (default d + 1)",
+        "int",
+        zero_is_none=True,
+    )
     mlp: str = option(
         "none", "--mlp", "FFN after each attention layer: none, linear, relu or quadratic (default {default})",
         "choice", choices=MLPS,
@@ -430,6 +433,16 @@ class TrainConfig:
         "x_cov",
         metavar="SPEC",
     )
+    # The task: y = ⟨w, x⟩ + quad·(x(1)² − 1) + noise (interp.tasks.TaskDraw; Theorem 4.2's target). 0: the paper's.
+    quad: float = option(
+        0.0,
+        "--quad",
+        "coefficient c of a quadratic term in every label, y = <w, x> + c·(x(1)² − 1) + noise: a task a quadratic "
+        "FFN can fit and linear attention cannot (Theorem 4.2); eval scores the paper's task (default {default})",
+        "number",
+        zero=True,
+        metavar="C",
+    )
     # Fraction of each batch drawn at stress_scale times the size (importance-weighted, interp.tasks.stressed_tasks):
     # a deep FULL model then meets the rare large-XᵀX contexts its iteration diverges on. None: the preset's.
     stress: float | None = option(
@@ -569,6 +582,8 @@ class TrainConfig:
         out = dataclasses.asdict(self)
         out["model"] = self.model.to_dict()
         out["x_cov"] = None if self.x_cov is None else [list(row) for row in self.x_cov]  # as JSON reads it back
+        if self.quad == 0.0:  # the paper's task: configs written as before the option existed
+            del out["quad"]
         return out
 
     @classmethod

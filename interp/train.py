@@ -27,7 +27,7 @@ from interp.noise_free import EigenSample, gdpp_log_residual, robust_half_square
 from interp.params import FULL, nests
 from interp.params import of as arch_of
 from interp.run import Run, load
-from interp.tasks import draw_tasks, stressed_tasks, tail_tasks
+from interp.tasks import draw_tasks, stressed_tasks, tail_tasks, with_quad
 from interp.variants import build
 
 
@@ -110,6 +110,7 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
         draw = draw_tasks(
             cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, x_cov=cfg.x_cov, dtype=dtype, device=cfg.device
         )
+    draw = with_quad(draw, cfg.quad)  # the paper's task unless --quad
     cap = None if cfg.guard == "none" else GUARD_CAP * cfg.model.d
     terms, per_seq = _loss_terms(model, draw, weight, cap)
     if cap is None:
@@ -123,7 +124,7 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
 def _loss_terms(model: LinearTransformer, draw, weight, cap: float | None) -> tuple[torch.Tensor, ...]:
     """(loss terms, ℓ) of a task draw: the kernel's fused training pass where it takes the model (the same loss, one
     pass), else the model's forward and autograd (`_half_squared_errors`)."""
-    if moments.fused_supported(model, draw.x):
+    if moments.fused_supported(model, draw.x) and not draw.quad:  # the kernel forms the paper's labels only
         return moments.half_squared_errors(model, draw, weight, cap)
     return _half_squared_errors(model, draw.batch(), weight, cap)
 
@@ -209,7 +210,7 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
 
     def tail_draw():
         tail = tail_tasks(POLISH_TAIL_BATCH, scale=POLISH_TAIL_SCALE, sigma_from=POLISH_TAIL_SIGMA_FROM, **size)
-        return tail, torch.ones(POLISH_TAIL_BATCH, dtype=torch.float64, device=cfg.device)
+        return with_quad(tail, cfg.quad), torch.ones(POLISH_TAIL_BATCH, dtype=torch.float64, device=cfg.device)
 
     def loss(main, tail) -> torch.Tensor:  # the round's objective: ½·MSE of the stressed batch, plus the tail term
         value = _batch_half_se(model, *main)
@@ -218,7 +219,10 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
     out = []
     for _ in range(rounds):
         draw, check = (
-            stressed_tasks(POLISH_BATCH, frac=POLISH_STRESS, scale=POLISH_STRESS_SCALE, **size) for _ in range(2)
+            (with_quad(t, cfg.quad), w)
+            for t, w in (
+                stressed_tasks(POLISH_BATCH, frac=POLISH_STRESS, scale=POLISH_STRESS_SCALE, **size) for _ in range(2)
+            )
         )
         tail, tail_check = (tail_draw(), tail_draw()) if kappa > 0 else (None, None)  # none drawn: κ = 0 as before
         saved = [p.detach().clone() for p in params]
