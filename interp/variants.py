@@ -45,7 +45,7 @@ from transformer_lens.hook_points import HookPoint
 
 from interp.config import FEATURE_MAPS, ModelConfig  # noqa: F401 - FEATURE_MAPS: where it lived
 from interp.files import InvalidArgument, InvalidType
-from interp.model import LinearAttention, LinearTransformer, check_generator
+from interp.model import LinearAttention, LinearTransformer, check_generator, has_hooks, hook_detection
 
 LINEAR_FAMILY = ("qkv", "causal", "retnet", "gated", "gla", "delta")  # a state S read by the query: ŷ linear in x_t
 DECAYS = ("retnet", "gated", "gla", "delta")  # the ones that weight context tokens unequally
@@ -53,6 +53,10 @@ DECAYS = ("retnet", "gated", "gla", "delta")  # the ones that weight context tok
 # still learnable), β = sigmoid(0) = 1/2.
 GATE_BIAS_INIT = 4.0
 BETA_BIAS_INIT = 0.0
+# gla's parallel form factors exp(b_i − b_j) = exp(b_i) exp(−b_j) (b = Σ log α ≤ 0) while every context's total log
+# decay is above −GLA_FACTOR_LIMIT, so exp(−b_j) ≤ e^30 (exact to rounding in float32); beyond, the exact unfactored
+# forms take over (the scan, or the decay tensor when hook_pattern is wanted).
+GLA_FACTOR_LIMIT = 30.0
 CONSTANT_INIT = {"decay_logit": GATE_BIAS_INIT, "b_gate": GATE_BIAS_INIT, "b_beta": BETA_BIAS_INIT}
 
 
@@ -153,10 +157,16 @@ class FamilyAttention(nn.Module):
         """o_i for the context (the masked-matrix form, rows i < n) and the query (S_n q_t)."""
         qc, kc, vc = q[:, :-1], k[:, :-1], v[:, :-1]
         if self.kind == "gla":  # per-channel decay: weight Σ_c q_i[c] k_j[c] exp(b_i[c] − b_j[c]), b = cumsum log α
-            b = torch.log(self.gates(ctx)).cumsum(1)  # [B, n, H, h]
+            alpha = self.gates(ctx)
+            b = torch.log(alpha).cumsum(1)  # [B, n, H, h]
             lower = torch.ones(n, n, dtype=torch.bool, device=ctx.device).tril()
-            decay = (b[:, :, None] - b[:, None, :]).masked_fill(~lower[None, :, :, None, None], -math.inf).exp()
-            pattern = einsum(qc, kc, decay, "b i h c, b j h c, b i j h c -> b h i j")
+            if bool((b[:, -1] > -GLA_FACTOR_LIMIT).all()):  # exp(−b_j) ≤ e^30: factor it, (q_i e^{b_i})ᵀ(k_j e^{−b_j})
+                pattern = einsum(qc * b.exp(), kc * (-b).exp(), "b i h c, b j h c -> b h i j") * lower
+            elif hook_detection().ok and not has_hooks(self.hook_pattern):  # strong decay, no pattern wanted
+                return self._gla_scan(alpha, q, k, v)
+            else:  # strong decay: the [batch, n, n, head, h] decay tensor, exp of differences ≤ 0 only
+                decay = (b[:, :, None] - b[:, None, :]).masked_fill(~lower[None, :, :, None, None], -math.inf).exp()
+                pattern = einsum(qc, kc, decay, "b i h c, b j h c, b i j h c -> b h i j")
             S = einsum(vc, kc * (b[:, -1:] - b).exp(), "b j h a, b j h c -> b h a c")  # S_n
         else:
             if self.kind == "delta":  # UT transform: (I + diag(β) tril(K Kᵀ, −1)) U = diag(β) V
@@ -177,6 +187,18 @@ class FamilyAttention(nn.Module):
         z_ctx = einsum(pattern, vc, "b h i j, b j h a -> b i h a")
         z_query = einsum(S, q[:, -1], "b h a c, b h c -> b h a")
         return torch.cat([z_ctx, z_query[:, None]], dim=1)
+
+    def _gla_scan(self, alpha: Tensor, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """gla without hook_pattern: S_j = S_{j−1} diag(α_j) + v_j k_jᵀ and o_j = S_j q_j over the n context tokens
+        (n small products of [batch, head, h, h] instead of the [batch, n, n, head, h] decay tensor), o_t = S_n q_t."""
+        S = v.new_zeros(v.shape[0], v.shape[2], v.shape[3], k.shape[3])
+        z = []
+        for j in range(alpha.shape[1]):
+            S = S * alpha[:, j, :, None, :] + v[:, j, :, :, None] * k[:, j, :, None, :]  # S_{j−1} diag(α_j) + v_j k_jᵀ
+            z.append(einsum(S, q[:, j], "b h a c, b h c -> b h a"))
+        S = self.hook_state(S)
+        z.append(einsum(S, q[:, -1], "b h a c, b h c -> b h a"))
+        return torch.stack(z, dim=1)
 
     def _dense(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         """softmax, kernel and kernel_norm: every token attends to the n context tokens (the query's key masked)."""

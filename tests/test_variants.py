@@ -322,3 +322,17 @@ def test_a_killed_family_run_resumes_bit_for_bit(tmp_path, monkeypatch):
     a, b = load(tmp_path / "whole").state_dict(), load(tmp_path / "killed").state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert any(k.endswith("attn.W_gate") for k in a)  # the gate was trained and resumed too
+
+
+def test_gla_strong_decay_takes_the_exact_unfactored_forms():
+    """Past GLA_FACTOR_LIMIT of total log decay, gla leaves the factored pattern: the scan (no hook) and the decay
+    tensor (hook_pattern cached) both equal the loop, and the factored form is what moderate gates take."""
+    model, tokens = variant(attention="gla"), small_batch(d=D_SMALL).tokens
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.b_gate.fill_(-10.0)  # α ≈ 5e-5: Σ log α ≈ −80 over 8 tokens
+        slow = reference_stream(model, tokens)
+        assert rel_err(model.residual_stream(tokens), slow) <= 1e-12  # the scan
+    _, cache = model.run_with_cache(tokens)  # the decay tensor
+    assert rel_err(cache["blocks.1.hook_resid_post"], slow[-1]) <= 1e-12
+    assert float(cache["blocks.0.attn.hook_pattern"].abs().max()) > 0
