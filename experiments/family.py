@@ -36,13 +36,15 @@ from interp.files import atomic_write_text
 from interp.probes.linearity import layer_linearity
 from interp.probes.readout import delta_vs_online, jacobian_readout, theorem42_cosine, token_weights
 from interp.render import markdown
+from interp.report import data as report_data
 from interp.run import Run, load
 from interp.tasks import prior_slug, sample_tasks
 from interp.variants import DECAYS
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID_ROOT = ROOT / "experiments" / "family_grid"
-TABLE1_ZOO = ROOT / "experiments" / "zoo" / "table1"  # <prior slug>/<arch><L>.safetensors: the one place to rename it
+# <prior slug>/<arch><L>.safetensors; the folder's name is the report's one constant (interp.report.data.TABLE1_ZOO)
+TABLE1_ZOO = ROOT / "experiments" / "zoo" / report_data.TABLE1_ZOO
 FAMILY_ZOO = ROOT / "experiments" / "zoo" / "family"
 RESULTS = ROOT / "experiments" / "results"
 PROBE_SEQ = 512  # sequences of the probes (linearity, readout, token weights, cosine)

@@ -76,3 +76,5 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     assert max(cells["retnet"]["readout_gap_median"]) < 1e-6 and "token_weights" in cells["retnet"]
     assert (tmp_path / "zoo" / "uniform5" / "retnet1.safetensors").is_file()
     assert "retnet" in (out / "variants.md").read_text()
+    run = next(p for p in root.iterdir() if "retnet" in p.name)  # interp probe reads the paper's model only
+    assert main(["probe", str(run), "--json", str(tmp_path / "p.json"), "--probe-seq", "64"]) == 2
