@@ -193,6 +193,8 @@ def main(argv=None) -> int:
     doc = {"meta": meta, "cells": [{"prior": k[0], "variant": k[1], **v} for k, v in sorted(cells.items())]}
     atomic_write_text(args.out / "variants.json", json.dumps(doc, indent=1, default=_jsonable) + "\n")
     atomic_write_text(args.out / "variants.md", render(cells, meta))
+    args.zoo.mkdir(parents=True, exist_ok=True)  # beside the exported models: what interp report draws
+    atomic_write_text(args.zoo / "summary.json", json.dumps(doc, indent=1, default=_jsonable) + "\n")
     print(f"{len(cells)} cells from {meta['runs']} runs in {meta['wall_s']:.0f} s: {args.out / 'variants.md'}")
     return 0
 
