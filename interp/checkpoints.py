@@ -25,6 +25,7 @@ from interp.files import CheckpointError, InvalidArgument, InvalidType, as_path,
 from interp.limits import MAX_CHECKPOINT_BYTES, MAX_FILE_BYTES, MAX_N
 from interp.model import LinearTransformer
 from interp.tasks import as_prior
+from interp.variants import LEGACY_FORMAT, MODELS, build, from_legacy
 
 FORMAT = "interp-checkpoint"
 FORMAT_VERSION = 1
@@ -146,8 +147,10 @@ def save_checkpoint(
     """Atomically save the model's weights, its config and the training step; with `trained_on`, also what the
     model was trained on (noise prior, seed, n, input covariance), so that a copy outside its run still says so, and
     with `embed_config` the whole training config (a standalone file that says how it was trained: `train_config`)."""
-    if not isinstance(model, LinearTransformer):
-        raise InvalidType(f"model must be an interp.LinearTransformer, got {type(model).__name__}")
+    if not isinstance(model, MODELS):
+        raise InvalidType(
+            f"model must be an interp.LinearTransformer or VariantTransformer, got {type(model).__name__}"
+        )
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
         raise InvalidArgument(f"step must be an int >= 0, got {step!r:.60}")
     meta = {"model_config": model.cfg.to_dict(), "step": int(step)}
@@ -167,7 +170,7 @@ def model_from_tensors(path: Path, tensors: dict[str, torch.Tensor], cfg_dict: A
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: bad model config ({err})") from None
     with torch.device("meta"):  # the expected names and shapes, without allocating what the config declares
-        expected = LinearTransformer(cfg, init=False).state_dict()
+        expected = build(cfg, init=False).state_dict()
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
     if missing:
@@ -187,7 +190,7 @@ def model_from_tensors(path: Path, tensors: dict[str, torch.Tensor], cfg_dict: A
             )
         if not torch.isfinite(tensors[key]).all():
             raise CheckpointError(f"{path}: tensor {key} holds non-finite values")
-    model = LinearTransformer(cfg, init=False)
+    model = build(cfg, init=False)
     model.load_state_dict(tensors)
     return model
 
@@ -244,6 +247,11 @@ def load_file_digest(file: str | Path) -> tuple[LinearTransformer, dict[str, Any
     from, taken once they have passed every check (a file that is not a valid checkpoint has none)."""
     file = as_path(file, "checkpoint file")
     tensors, meta, data = _read(file)
+    if meta.get("format") == LEGACY_FORMAT:  # a file of the former second trainer (interp.variants.from_legacy)
+        try:
+            tensors, meta = from_legacy(tensors, meta)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise CheckpointError(f"{file}: bad variant checkpoint ({err!s:.200})") from None
     _check_meta(file, meta)
     tensors = {k.removeprefix("model."): v for k, v in tensors.items() if not k.startswith(("opt.", "rng."))}
     model = model_from_tensors(file, tensors, meta["model_config"])

@@ -30,6 +30,13 @@ from interp.limits import (
 from interp.tasks import as_prior, check_device  # noqa: F401 - interp.config.check_device, where it lived
 
 PARAMS = tuple(params.ARCHS)  # ModelConfig.param: "full", "diag", "gdpp" (interp.params)
+# ModelConfig.attention: "lsa" is the paper's P, Q layer (parameterized by `param`); the rest is the linear-attention
+# family and its nonlinear neighbours (interp.variants). ModelConfig.mlp: the FFN after each attention layer.
+ATTENTIONS = ("lsa", "qkv", "causal", "retnet", "gated", "gla", "delta", "softmax", "kernel", "kernel_norm")
+MLPS = ("none", "linear", "relu", "quadratic")
+# Fields of the family that a config at their defaults leaves out of to_dict (so the paper's models keep their files).
+FAMILY_FIELDS = ("attention", "head_width", "mlp", "mlp_width", "feature_map", "qk_scale")
+FEATURE_MAPS = ("elu1", "identity")  # kernel attention's φ: elu(x) + 1 (positive features) or x
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 Matrix = tuple[tuple[float, ...], ...]
@@ -246,6 +253,30 @@ class ModelConfig(TokenWidth):
         choices=tuple(DTYPES),
     )
     init_scale: float = 2e-3  # std of the initial entries, divided by n_layers (Vladymyrov et al. 2024, training setup)
+    # ---- the linear-attention family (interp.variants); at these defaults the model is the paper's LinearTransformer
+    attention: str = option(
+        "lsa",
+        "--attention",
+        "token mixer: lsa (the paper's P, Q layer, --arch), qkv (separate W_Q, W_K, W_V, W_O), causal, retnet (decay "
+        "per head), gated (scalar gate, Mamba-2 / SSD), gla (vector gate), delta (DeltaNet), softmax, kernel (elu+1), "
+        "kernel_norm (normalised elu+1) (default {default})",
+        "choice",
+        choices=ATTENTIONS,
+    )
+    head_width: int | None = option(
+        None,
+        "--head-width",
+        "width of q, k, v per head of every attention but lsa; 0 for d + 1 (default d + 1)",
+        "int",
+        zero_is_none=True,
+    )
+    mlp: str = option(
+        "none", "--mlp", "FFN after each attention layer: none, linear, relu or quadratic (default {default})",
+        "choice", choices=MLPS,
+    )  # fmt: skip
+    mlp_width: int = option(32, "--mlp-width", "hidden width of the FFN (default {default})", "count", maximum=MAX_D)
+    feature_map: str = "elu1"  # kernel attention's φ (FEATURE_MAPS)
+    qk_scale: float | None = None  # kernel attention: std of the initial W_Q, W_K (None: init_scale / n_layers)
 
     def __post_init__(self) -> None:
         _check_fields(self)
@@ -257,6 +288,18 @@ class ModelConfig(TokenWidth):
             raise InvalidArgument(f"param must be one of {', '.join(PARAMS)}, got {self.param!r}")
         if self.dtype not in DTYPES:
             raise InvalidArgument(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        for name, choices in (("attention", ATTENTIONS), ("mlp", MLPS), ("feature_map", FEATURE_MAPS)):
+            if getattr(self, name) not in choices:
+                raise InvalidArgument(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r:.60}")
+        if self.attention != "lsa" and self.param != "full":
+            raise InvalidArgument(f"param {self.param!r} parameterizes lsa attention; {self.attention} has its own")
+        if self.head_width is not None:
+            _check_range("head_width", self.head_width, 1, MAX_D)
+            if self.attention == "lsa":
+                raise InvalidArgument("head_width is the qkv family's; lsa attention's heads are d + 1 wide")
+        _check_range("mlp_width", self.mlp_width, 1, MAX_D)
+        if self.qk_scale is not None:
+            _check_range("qk_scale", self.qk_scale, 0.0, 1e6)
         if self.n_params > MAX_PARAMS:
             raise InvalidArgument(
                 f"{self.n_params} weights (L={self.n_layers}, H={self.n_heads}, d={self.d}) exceed the "
@@ -265,16 +308,38 @@ class ModelConfig(TokenWidth):
 
     @property
     def n_params(self) -> int:
-        """Number of weights: 2·(d+1)² per FULL head (P, Q), 4 per DIAG head, 3 per GD++ head."""
-        return self.n_layers * self.n_heads * params.of(self.param).per_head(self.d_model)
+        """Number of weights: 2·(d+1)² per FULL head (P, Q), 4 per DIAG head, 3 per GD++ head; the family's
+        (interp.variants): 4·h·D per head (W_Q, W_K, W_V, W_O) plus its decay / gate / β weights, and the FFN's."""
+        D, h = self.d_model, self.d_head
+        if self.attention == "lsa":
+            head = params.of(self.param).per_head(D)
+        else:
+            extra = {"retnet": 1, "gated": D + 1, "gla": h * D + h, "delta": D + 1}.get(self.attention, 0)
+            head = 4 * h * D + extra
+        mlp = {"none": 0, "linear": 2, "relu": 2, "quadratic": 3}[self.mlp] * D * self.mlp_width
+        return self.n_layers * (self.n_heads * head + mlp)
+
+    @property
+    def is_lsa(self) -> bool:
+        """Whether this is the paper's model (interp.model.LinearTransformer): lsa attention and no FFN."""
+        return self.attention == "lsa" and self.mlp == "none"
+
+    @property
+    def family_label(self) -> str:
+        """How tables write the model: "FULL", "retnet", "qkv+quadratic FFN", ..."""
+        name = params.of(self.param).label if self.attention == "lsa" else self.attention
+        return name if self.mlp == "none" else f"{name}+{self.mlp} FFN"
 
     # What TransformerLens's utilities read from a model's cfg (ActivationCache decompositions, patching).
     # Properties, not fields: checkpoints and config files store exactly the fields above.
-    attn_only = property(lambda self: True, doc="No MLP layers.")
+    attn_only = property(lambda self: self.mlp == "none", doc="No MLP layers (the paper's model).")
     normalization_type = property(lambda self: None, doc="No LayerNorm: apply_ln leaves stacks unchanged.")
     final_rms = property(lambda self: False)
-    d_mlp = property(lambda self: None)
-    d_head = property(lambda self: self.d + 1, doc="Each head writes a full token-width update P_k S Q_k e_i.")
+    d_mlp = property(lambda self: None if self.mlp == "none" else self.mlp_width)
+    d_head = property(
+        lambda self: self.head_width or self.d + 1,
+        doc="lsa: each head writes a full token-width update P_k S Q_k e_i; the family: the width of q, k, v.",
+    )
     n_key_value_heads = property(lambda self: None)
     device = property(
         lambda self: getattr(self, "_device", "cpu"),
@@ -282,7 +347,13 @@ class ModelConfig(TokenWidth):
     )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields; the family's (FAMILY_FIELDS) only where they differ from their defaults, so that the paper's
+        models write the same configs and checkpoints as before the family existed."""
+        out = dataclasses.asdict(self)
+        for f in dataclasses.fields(self):
+            if f.name in FAMILY_FIELDS and out[f.name] == f.default:
+                del out[f.name]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
@@ -361,6 +432,16 @@ class TrainConfig:
         "file holding a d×d matrix (default I)",
         "x_cov",
         metavar="SPEC",
+    )
+    # The task: y = ⟨w, x⟩ + quad·(x(1)² − 1) + noise (interp.tasks.TaskDraw; Theorem 4.2's target). 0: the paper's.
+    quad: float = option(
+        0.0,
+        "--quad",
+        "coefficient c of a quadratic term in every label, y = <w, x> + c·(x(1)² − 1) + noise: a task a quadratic "
+        "FFN can fit and linear attention cannot (Theorem 4.2); eval scores the paper's task (default {default})",
+        "number",
+        zero=True,
+        metavar="C",
     )
     # Fraction of each batch drawn at stress_scale times the size (importance-weighted, interp.tasks.stressed_tasks):
     # a deep FULL model then meets the rare large-XᵀX contexts its iteration diverges on. None: the preset's.
@@ -472,6 +553,10 @@ class TrainConfig:
                 if self.x_cov is not None:
                     raise InvalidArgument("spectral_polish needs x ~ N(0, I) (no --x-cov)")
         if self.start_as is not None:
+            if not self.model.attention == "lsa" and self.start_as != self.model.param:
+                raise InvalidArgument(
+                    f"start_as nests lsa parameterizations; {self.model.attention} attention has none"
+                )
             if self.start_as not in PARAMS:
                 raise InvalidArgument(f"start_as must be one of {', '.join(PARAMS)}, got {self.start_as!r:.60}")
             if not params.nests(self.model.param, self.start_as):
@@ -497,6 +582,8 @@ class TrainConfig:
         out = dataclasses.asdict(self)
         out["model"] = self.model.to_dict()
         out["x_cov"] = None if self.x_cov is None else [list(row) for row in self.x_cov]  # as JSON reads it back
+        if self.quad == 0.0:  # the paper's task: configs written as before the option existed
+            del out["quad"]
         return out
 
     @classmethod

@@ -22,6 +22,7 @@ from interp.files import InvalidArgument, InvalidType
 from interp.model import LinearTransformer
 from interp.records import Record
 from interp.tasks import NoisePrior, TaskBatch, as_prior, check_batch
+from interp.variants import MODELS
 
 Predictor = Callable[[TaskBatch], Tensor]
 
@@ -37,7 +38,7 @@ MAX_REL_STDERR = 0.1
 
 def as_predictor(model: "LinearTransformer | Predictor") -> Predictor:
     """A model becomes batch -> model(batch.tokens) in the model's own dtype; a predictor is returned as is."""
-    if isinstance(model, LinearTransformer):
+    if isinstance(model, MODELS):  # the paper's model or the family's (interp.variants)
 
         def predict(batch: TaskBatch) -> Tensor:
             with torch.no_grad():
@@ -153,8 +154,10 @@ class ScoredSet:
 
 
 def _check_model(model, name: str = "model") -> None:
-    if not isinstance(model, LinearTransformer):
-        raise InvalidType(f"{name} must be an interp.LinearTransformer, got {type(model).__name__}")
+    if not isinstance(model, MODELS):
+        raise InvalidType(
+            f"{name} must be an interp.LinearTransformer or VariantTransformer, got {type(model).__name__}"
+        )
 
 
 def _check_data(data) -> None:
@@ -187,7 +190,7 @@ def adjusted_losses(predictors: Predictors, data: "EvalSet | ScoredSet") -> dict
     _check_data(data)
     d = _data_d(data)
     for name, p in predictors.items():
-        if isinstance(p, LinearTransformer) and d is not None and p.cfg.d != d:
+        if isinstance(p, MODELS) and d is not None and p.cfg.d != d:
             raise InvalidArgument(f"{name}: the model has d = {p.cfg.d} but the evaluation set d = {d}")
     preds = {name: as_predictor(p) for name, p in predictors.items()}
     diffs: dict[str, list[Tensor]] = {name: [] for name in preds}

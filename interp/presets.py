@@ -117,7 +117,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     noise_free = sigma_max == 0
     if cfg.start_as is None:  # the run's own parameterization, or on a noise-free prior GD++ (NOISE_FREE_NEST)
         nest, depth = NOISE_FREE_NEST
-        nested = cfg.preset == "fast" and noise_free and cfg.init is None and L >= depth
+        nested = cfg.preset == "fast" and noise_free and cfg.init is None and L >= depth and cfg.model.is_lsa
         start_as = nest if nested and params.nests(cfg.model.param, nest) else cfg.model.param
         cfg = dataclasses.replace(cfg, start_as=start_as)
     param = cfg.start_as  # what Adam trains: its preset's steps, lr and stress

@@ -8,6 +8,7 @@ Noise priors are given as the CLI's string specs:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from dataclasses import dataclass, replace
@@ -185,7 +186,8 @@ class TaskDraw:
     it directly: the trainer's fused pass forms each sequence's tokens in cache).
 
     x: [batch, n, d], x_query: [batch, d], w: [batch, d], sigma: [batch], xi: [batch, n] the standard normal
-    noise, so that y_i = ⟨w, x_i⟩ + σ_τ ξ_i.
+    noise, so that y_i = ⟨w, x_i⟩ + σ_τ ξ_i; with `quad` c ≠ 0 the task has a quadratic term (Theorem 4.2's target
+    for a quadratic FFN), y_i = ⟨w, x_i⟩ + c·(x_i(1)² − 1) + σ_τ ξ_i and y_t = ⟨w, x_t⟩ + c·(x_t(1)² − 1).
     """
 
     x: Tensor
@@ -193,18 +195,23 @@ class TaskDraw:
     w: Tensor
     sigma: Tensor
     xi: Tensor
+    quad: float = 0.0
 
     def batch(self) -> TaskBatch:
         """The TaskBatch of this draw: tokens (x_i, y_i) then (x_t, 0), and the target ⟨w, x_t⟩."""
         x, x_t, w = self.x, self.x_query, self.w
         batch, n, d = x.shape
         y = torch.einsum("bnd,bd->bn", x, w) + self.sigma[:, None] * self.xi
+        target = torch.einsum("bd,bd->b", x_t, w)
+        if self.quad:  # c·(x(1)² − 1): mean zero, so the linear part's optimum is unchanged
+            y = y + self.quad * (x[..., 0] ** 2 - 1)
+            target = target + self.quad * (x_t[:, 0] ** 2 - 1)
         tokens = torch.empty(batch, n + 1, d + 1, dtype=x.dtype, device=x.device)  # every entry written below
         tokens[:, :n, :d] = x
         tokens[:, :n, d] = y
         tokens[:, n, :d] = x_t
         tokens[:, n, d] = 0.0  # the query's label is masked
-        return TaskBatch(tokens, torch.einsum("bd,bd->b", x_t, w), self.sigma, w)
+        return TaskBatch(tokens, target, self.sigma, w)
 
     def __len__(self) -> int:
         return self.x.shape[0]
@@ -335,14 +342,23 @@ def sample_tasks(
     sigma: Tensor | None = None,
     dtype: torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
+    quad: float = 0.0,
 ) -> TaskBatch:
     """Sample `batch` sequences: w ~ N(0, w_cov), x_i ~ N(0, x_cov), y_i = ⟨w, x_i⟩ + σ_τ ξ_i (README, Conventions).
 
     Covariances default to I_d; `query_cov` defaults to `x_cov` (set it apart for query shift).
-    `sigma` overrides the prior with given per-sequence stds [batch] (per-σ profiles).
+    `sigma` overrides the prior with given per-sequence stds [batch] (per-σ profiles). `quad` c adds the quadratic
+    term c·(x(1)² − 1) to every label (TaskDraw), after the same random numbers.
     """
     options = dict(x_cov=x_cov, query_cov=query_cov, w_cov=w_cov, sigma=sigma, dtype=dtype, device=device)
-    return _sample(batch, d, n, noise, generator, **options)[0].batch()
+    return with_quad(_sample(batch, d, n, noise, generator, **options)[0], quad).batch()
+
+
+def with_quad(draw: TaskDraw, quad: float) -> TaskDraw:
+    """The draw with the quadratic term c = `quad` in its labels (TaskDraw); the same draw for 0."""
+    if not _is_real(quad) or not math.isfinite(quad):
+        raise InvalidArgument(f"quad must be a finite number, got {quad!r:.60}")
+    return draw if quad == 0 else dataclasses.replace(draw, quad=float(quad))
 
 
 def draw_tasks(

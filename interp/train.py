@@ -27,7 +27,8 @@ from interp.noise_free import EigenSample, gdpp_log_residual, robust_half_square
 from interp.params import FULL, nests
 from interp.params import of as arch_of
 from interp.run import Run, load
-from interp.tasks import draw_tasks, stressed_tasks, tail_tasks
+from interp.tasks import draw_tasks, stressed_tasks, tail_tasks, with_quad
+from interp.variants import build
 
 
 class TrainingDiverged(InterpError, RuntimeError):
@@ -109,6 +110,7 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
         draw = draw_tasks(
             cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, x_cov=cfg.x_cov, dtype=dtype, device=cfg.device
         )
+    draw = with_quad(draw, cfg.quad)  # the paper's task unless --quad
     cap = None if cfg.guard == "none" else GUARD_CAP * cfg.model.d
     terms, per_seq = _loss_terms(model, draw, weight, cap)
     if cap is None:
@@ -122,7 +124,7 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
 def _loss_terms(model: LinearTransformer, draw, weight, cap: float | None) -> tuple[torch.Tensor, ...]:
     """(loss terms, ℓ) of a task draw: the kernel's fused training pass where it takes the model (the same loss, one
     pass), else the model's forward and autograd (`_half_squared_errors`)."""
-    if moments.fused_supported(model, draw.x):
+    if moments.fused_supported(model, draw.x) and not draw.quad:  # the kernel forms the paper's labels only
         return moments.half_squared_errors(model, draw, weight, cap)
     return _half_squared_errors(model, draw.batch(), weight, cap)
 
@@ -193,7 +195,7 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
     killed during the phase restarts it from the resume state of its last Adam step and ends the same.
     """
     if model.cfg.dtype != "float64":
-        wide = LinearTransformer(dataclasses.replace(model.cfg, dtype="float64"), init=False).to(cfg.device)
+        wide = build(dataclasses.replace(model.cfg, dtype="float64"), init=False).to(cfg.device)
         wide.load_state_dict(model.state_dict())
         out = polish(wide, cfg, gen, rounds)
         with torch.no_grad():
@@ -208,7 +210,7 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
 
     def tail_draw():
         tail = tail_tasks(POLISH_TAIL_BATCH, scale=POLISH_TAIL_SCALE, sigma_from=POLISH_TAIL_SIGMA_FROM, **size)
-        return tail, torch.ones(POLISH_TAIL_BATCH, dtype=torch.float64, device=cfg.device)
+        return with_quad(tail, cfg.quad), torch.ones(POLISH_TAIL_BATCH, dtype=torch.float64, device=cfg.device)
 
     def loss(main, tail) -> torch.Tensor:  # the round's objective: ½·MSE of the stressed batch, plus the tail term
         value = _batch_half_se(model, *main)
@@ -217,7 +219,10 @@ def polish(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator, rou
     out = []
     for _ in range(rounds):
         draw, check = (
-            stressed_tasks(POLISH_BATCH, frac=POLISH_STRESS, scale=POLISH_STRESS_SCALE, **size) for _ in range(2)
+            (with_quad(t, cfg.quad), w)
+            for t, w in (
+                stressed_tasks(POLISH_BATCH, frac=POLISH_STRESS, scale=POLISH_STRESS_SCALE, **size) for _ in range(2)
+            )
         )
         tail, tail_check = (tail_draw(), tail_draw()) if kappa > 0 else (None, None)  # none drawn: κ = 0 as before
         saved = [p.detach().clone() for p in params]
@@ -318,8 +323,19 @@ def _init_model(cfg: TrainConfig) -> LinearTransformer:
     want = cfg.adam_model
     gen = torch.Generator().manual_seed(cfg.seed)
     if cfg.init is None:
-        return LinearTransformer(want, generator=gen)
+        return build(want, generator=gen)  # the paper's LinearTransformer, or the family's VariantTransformer
     src = load(cfg.init)
+    if not want.is_lsa or not src.cfg.is_lsa:  # the family starts from a model of its own config only
+        if dataclasses.replace(src.cfg, dtype=want.dtype) != want:
+            raise InvalidArgument(
+                f"--init: {cfg.init} is a {src.cfg.family_label} model, the run a {want.family_label}"
+            )
+        src = build(want, init=False)
+        src.load_state_dict({k: v.to(want.torch_dtype) for k, v in load(cfg.init).state_dict().items()})
+        with torch.no_grad():
+            for p in src.parameters():
+                p.add_(cfg.init_noise * torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.dtype))
+        return src
     if src.cfg.d != want.d:
         raise InvalidArgument(f"--init: {cfg.init} has d={src.cfg.d} but the run asks for d={want.d}")
     if src.cfg.n_layers != want.n_layers:
@@ -638,7 +654,8 @@ def check_memory(cfg: TrainConfig) -> None:
 
 def kernel_takes(cfg: TrainConfig) -> bool:
     """Whether the kernel's fused pass can run `cfg`'s steps (CPU, its dtype, d + 2 within the widest row)."""
-    return cfg.device == "cpu" and kernel.available() and kernel.row_length(cfg.model.d + 2) is not None
+    on_cpu = cfg.device == "cpu" and cfg.model.is_lsa  # the family (interp.variants) trains through autograd
+    return on_cpu and kernel.available() and kernel.row_length(cfg.model.d + 2) is not None
 
 
 def training_path(cfg: TrainConfig) -> dict:

@@ -1,35 +1,38 @@
-"""Variants of the linear transformer of Vladymyrov et al. 2024 (README, Conventions), as TransformerLens models: an FFN
-after each attention layer, softmax attention and kernel (feature-map) attention. They ask how far Theorem 4.1's
-readouts hold once the model leaves the linear family (interp.probes.linearity measures it; docs/variants.md).
+"""The linear-attention family around the linear transformer of Vladymyrov et al. 2024, as TransformerLens models that
+the one trainer (interp.train), run directory and sweep take like the paper's model: `build(cfg)` makes the model of
+any interp.ModelConfig (cfg.attention, cfg.mlp; the paper's model when both are at their defaults).
 
-Same conventions as interp.model: tokens [batch, n+1, d+1], y in the last column, the query's y = 0, keys and values
-from the n context tokens only (the query is masked as a key), every token updated, residual, no 1/n, no LayerNorm,
-bias or embedding, ŷ = −y of the query after the last layer. One block (column vectors, D = d + 1):
+Conventions (README, Conventions): tokens [batch, n+1, d+1] with y in the last column and the query (x_t, 0) last;
+residual, no 1/n, no LayerNorm or embedding; ŷ = −y of the query after the last layer. Only the n context tokens
+write (keys, values, states); the query reads and never writes, and no gate, decay or β of the query's own enters:
+it reads the state S_n the last context token left. Per head k (columns; q_i = W_Q e_i, k_j = W_K e_j, v_j = W_V e_j,
+each `head_width` h wide; the layer adds Σ_k W_O o_i to e_i):
 
-    attention  linear   e_i ← e_i + Σ_k P_k S Q_k e_i,  S = Σ_{j≤n} e_j e_jᵀ   (interp.model.LinearAttention, FULL/DIAG)
-               softmax  e_i ← e_i + Σ_k P_k Σ_{j≤n} softmax_j(e_jᵀ Q_k e_i) e_j
-               kernel   e_i ← e_i + Σ_k P_k Σ_{j≤n} e_j φ(K_k e_j)ᵀ φ(Q_k e_i),  φ = elu + 1 (or the identity)
-    mlp        e_i ← e_i + W_out φ(W_in e_i) per token, φ linear or ReLU, W_in [d_mlp, D], W_out [D, d_mlp]
+    qkv      o_i = Σ_{j≤n} v_j k_jᵀ q_i                       (FULL merged: P = W_O W_V, Q = W_Kᵀ W_Q)
+    causal   o_i = S_i q_i,  S_j = S_{j−1} + v_j k_jᵀ           (context i reads j ≤ i; the query reads S_n)
+    retnet   S_j = γ S_{j−1} + v_j k_jᵀ, γ = sigmoid(θ_k)      (weight γ^{i−j}; Sun et al. 2023)
+    gated    S_j = a_j S_{j−1} + v_j k_jᵀ, a_j = sigmoid(w_gᵀ e_j + b_g)   (weight ∏_{m=j+1..i} a_m; Mamba-2 / SSD)
+    gla      S_j = S_{j−1} diag(α_j) + v_j k_jᵀ, α_j = sigmoid(W_α e_j + b_α) ∈ (0, 1)^h   (Yang et al. 2024)
+    delta    S_j = S_{j−1} + β_j (v_j − S_{j−1} k_j) k_jᵀ, β_j = sigmoid(w_βᵀ e_j + b_β)  (DeltaNet; Schlag et al. 2021)
+    softmax  o_i = Σ_{j≤n} softmax_j(k_jᵀ q_i / √h) v_j
+    kernel   o_i = Σ_{j≤n} φ(k_j)ᵀ φ(q_i) v_j, φ = elu + 1;  kernel_norm divides by Σ_{j≤n} φ(k_j)ᵀ φ(q_i)
+    lsa      the paper's layer, e_i ← e_i + Σ_k P_k S Q_k e_i (interp.model.LinearAttention: FULL, DIAG, GD++)
 
-With φ the identity, kernel attention is the linear one with Q = K_kᵀ Q_k; a linear FFN keeps the model an implicit
-linear model, T^{l+1} = (I + W_out W_in)(I + Σ_k P_k S^l Q_k) T^l (Theorem 4.1 with the FFN's factor).
+FFN after each attention layer (cfg.mlp): e ← e + W_out φ(W_in e) with φ linear or ReLU, or the quadratic
+e ← e + W_out ((W_a e) ⊙ (W_b e)) (Theorem 4.2's counterpoint: it can write x(1)² into y).
 
-Training (`train_variant`) is Adam on fresh tasks each step with interp.train's one-cycle schedule, gradient clip and
-blow-up guard; the result is one standalone safetensors file (interp.checkpoints' format) embedding its configs,
-read back by `load_variant`.
+Training runs the parallel forms (the masked-matrix form for causal, retnet and gated; gla's with its per-channel
+decay; delta through the UT transform, (I + diag(β) tril(K Kᵀ, −1)) U = diag(β) V, S_i = Σ_{j≤i} u_j k_jᵀ, Yang et al.
+2024); `reference_stream` writes every recurrence out token by token, and the tests hold each forward to it.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import torch
+from einops import einsum
 from jaxtyping import Float
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -40,208 +43,215 @@ except ImportError:  # pragma: no cover - older releases
     from transformer_lens.hook_points import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from interp import kernel
-from interp.checkpoints import read_tensors, save_tensors
-from interp.config import DTYPES, ModelConfig, TokenWidth, _check_fields, _check_range
-from interp.files import CheckpointError, InvalidArgument, InvalidType, as_path
-from interp.limits import MAX_BATCH_ELEMENTS, MAX_D, MAX_HEADS, MAX_LAYERS, MAX_N, MAX_PARAMS, MAX_SEED, MAX_STEPS
-from interp.model import LinearAttention, check_generator
-from interp.params import ARCHS
-from interp.tasks import TaskBatch, as_prior, sample_tasks
-from interp.train import GUARD_CAP, TrainingDiverged, _half_squared_errors, adam, learning_rate
+from interp.config import FEATURE_MAPS, ModelConfig  # noqa: F401 - FEATURE_MAPS: where it lived
+from interp.files import InvalidArgument, InvalidType
+from interp.model import LinearAttention, LinearTransformer, check_generator, has_hooks, hook_detection
 
-ATTENTIONS = ("linear", "softmax", "kernel")
-MLPS = ("none", "linear", "relu")
-FEATURE_MAPS = ("elu1", "identity")  # kernel attention's φ: elu(x) + 1 (positive features) or x
-FORMAT = "interp-variant"  # meta["format"] of a variant checkpoint (the file itself is interp.checkpoints' format)
-MAX_ROLLBACKS = 3  # a diverged run restarts from its last good weights at half the lr, at most this many times
-
-
-@dataclass(frozen=True)
-class VariantConfig(TokenWidth):
-    """A variant of the linear transformer (module docstring). d: input dimension; n_layers: L; n_heads: H;
-    attention: "linear" (interp.params' `param`: full, diag, gdpp), "softmax" or "kernel" (φ = `feature_map`);
-    mlp: "none", "linear" or "relu" with hidden width d_mlp."""
-
-    d: int = 10
-    n_layers: int = 2
-    n_heads: int = 1
-    attention: str = "linear"
-    param: str = "full"  # the linear attention's parameterization (interp.params); softmax and kernel: full only
-    mlp: str = "none"
-    d_mlp: int = 32
-    feature_map: str = "elu1"
-    dtype: str = "float32"
-    init_scale: float = 2e-3  # std of the initial entries, divided by n_layers (as interp.config.ModelConfig)
-    # kernel attention: std of the initial K_k, Q_k (None: init_scale / n_layers). Near 0, elu + 1 is 1 + z and the
-    # bilinear term of φ(K e_j)ᵀ φ(Q e_i) is third order in the small weights: a plateau (results/variants.md)
-    qk_scale: float | None = None
-
-    def __post_init__(self) -> None:
-        _check_fields(self)
-        _check_range("d", self.d, 1, MAX_D)
-        _check_range("n_layers", self.n_layers, 1, MAX_LAYERS)
-        _check_range("n_heads", self.n_heads, 1, MAX_HEADS)
-        _check_range("d_mlp", self.d_mlp, 1, MAX_D)
-        _check_range("init_scale", self.init_scale, 0.0, 1e6)
-        if self.qk_scale is not None:
-            _check_range("qk_scale", self.qk_scale, 0.0, 1e6)
-            if self.attention != "kernel":
-                raise InvalidArgument(f"qk_scale is kernel attention's K, Q init; {self.attention} attention has none")
-        for name, choices in (
-            ("attention", ATTENTIONS),
-            ("param", tuple(ARCHS)),
-            ("mlp", MLPS),
-            ("feature_map", FEATURE_MAPS),
-            ("dtype", tuple(DTYPES)),
-        ):
-            if getattr(self, name) not in choices:
-                raise InvalidArgument(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r:.60}")
-        if self.attention != "linear" and self.param != "full":
-            raise InvalidArgument(f"param {self.param!r} is linear attention's; {self.attention} attention is dense")
-        if self.n_params > MAX_PARAMS:
-            raise InvalidArgument(f"{self.n_params} weights exceed the limit of {MAX_PARAMS}")
-
-    @property
-    def linear_attention(self) -> ModelConfig:
-        """The ModelConfig of the linear attention layers (interp.model.LinearAttention)."""
-        return ModelConfig(d=self.d, n_layers=self.n_layers, n_heads=self.n_heads, param=self.param, dtype=self.dtype)
-
-    @property
-    def n_params(self) -> int:
-        D, H = self.d_model, self.n_heads
-        attn = {"linear": None, "softmax": 2 * H * D * D, "kernel": 3 * H * D * D}[self.attention]
-        if attn is None:
-            attn = H * ARCHS[self.param].per_head(D)
-        mlp = 0 if self.mlp == "none" else 2 * D * self.d_mlp
-        return self.n_layers * (attn + mlp)
-
-    @property
-    def label(self) -> str:
-        """How tables write it: "FULL+ReLU FFN", "softmax", "kernel (elu+1)", ..."""
-        attn = {"linear": ARCHS[self.param].label, "softmax": "softmax", "kernel": f"kernel ({self.feature_map})"}
-        name = attn[self.attention].replace("(elu1)", "(elu+1)")
-        return name if self.mlp == "none" else f"{name}+{'ReLU' if self.mlp == 'relu' else 'linear'} FFN"
-
-    # What TransformerLens's utilities read from a model's cfg; properties, not fields (as interp.config.ModelConfig).
-    attn_only = property(lambda self: self.mlp == "none")
-    normalization_type = property(lambda self: None, doc="No LayerNorm.")
-    final_rms = property(lambda self: False)
-    d_head = property(lambda self: self.d + 1, doc="Each head writes a full token-width update.")
-    n_key_value_heads = property(lambda self: None)
-    device = property(lambda self: getattr(self, "_device", "cpu"), doc="Where the weights live; never stored.")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Any) -> "VariantConfig":
-        if not isinstance(data, dict):
-            raise InvalidType(f"variant config must be a JSON object, got {data!r:.60}")
-        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise InvalidArgument(f"unknown variant config keys: {', '.join(sorted(unknown))}")
-        return cls(**data)
+LINEAR_FAMILY = ("qkv", "causal", "retnet", "gated", "gla", "delta")  # a state S read by the query: ŷ linear in x_t
+DECAYS = ("retnet", "gated", "gla", "delta")  # the ones that weight context tokens unequally
+# Initial values of the decay and gate biases: γ = a = α = sigmoid(4) ≈ 0.982 (close to the plain sum the task wants,
+# still learnable), β = sigmoid(0) = 1/2.
+GATE_BIAS_INIT = 4.0
+BETA_BIAS_INIT = 0.0
+# gla's parallel form factors exp(b_i − b_j) = exp(b_i) exp(−b_j) (b = Σ log α ≤ 0) while every context's total log
+# decay is above −GLA_FACTOR_LIMIT, so exp(−b_j) ≤ e^30 (exact to rounding in float32); beyond, the exact unfactored
+# forms take over (the scan, or the decay tensor when hook_pattern is wanted).
+GLA_FACTOR_LIMIT = 30.0
+CONSTANT_INIT = {"decay_logit": GATE_BIAS_INIT, "b_gate": GATE_BIAS_INIT, "b_beta": BETA_BIAS_INIT}
 
 
-def _masked_query_key(scores: Tensor, fill: float) -> Tensor:
-    """scores [batch, head, query pos, key pos] with the query's own key column (the last) set to `fill`: the query
-    is masked as a key (README, Conventions)."""
-    is_query_key = torch.arange(scores.shape[-1], device=scores.device) == scores.shape[-1] - 1
-    return scores.masked_fill(is_query_key, fill)
+class FamilyAttention(nn.Module):
+    """One attention layer of the family (module docstring), H heads of width h: returns every head's W_O o_i,
+    [batch, pos, head, D].
 
+    Hooks: hook_q, hook_k, hook_v [batch, pos, head, h] (the query's k and v too, unused: it never writes);
+    hook_pattern [batch, head, query pos, key pos] (the weight of v_j in o_i: the context rows of causal, retnet,
+    gated, gla and delta, every row of softmax and the kernels; 0 at the query's key); hook_state [batch, head, h, h]
+    (S_n, the state the query reads; every row of qkv); hook_decay [head] (retnet's γ), hook_gate [batch, head, n]
+    (gated's a_j) or [batch, n, head, h] (gla's α_j), hook_beta [batch, head, n] and hook_u [batch, head, n, h]
+    (delta's β_j and pseudo-values u_j); hook_z [batch, pos, head, h] (o_i); hook_result [batch, pos, head, D]."""
 
-def _query_maps(Q: Float[Tensor, "H D D"], resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch H pos D"]:
-    """Q_k e_i for every head and token."""
-    return resid[:, None] @ Q.transpose(-1, -2)[None]
-
-
-def _value_updates(
-    P: Float[Tensor, "H D D"], pattern: Float[Tensor, "batch H pos pos"], resid: Float[Tensor, "batch pos D"]
-) -> Float[Tensor, "batch pos H D"]:
-    """P_k Σ_j pattern[k, i, j] e_j for every head and token (keys j: the pattern's query-key column is 0)."""
-    return ((pattern @ resid[:, None]) @ P.transpose(-1, -2)[None]).transpose(1, 2)
-
-
-class SoftmaxAttention(nn.Module):
-    """e_i ← e_i + Σ_k P_k Σ_{j≤n} softmax_j(e_jᵀ Q_k e_i) e_j: keys and values the n context tokens, no 1/√d."""
-
-    def __init__(self, cfg: VariantConfig):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
-        H, D = cfg.n_heads, cfg.d_model
-        self.P = nn.Parameter(torch.zeros(H, D, D, dtype=cfg.torch_dtype))
-        self.Q = nn.Parameter(torch.zeros(H, D, D, dtype=cfg.torch_dtype))
-        self.hook_attn_scores = HookPoint()  # e_jᵀ Q_k e_i, [batch, head, query pos, key pos]; −inf at the query key
-        self.hook_pattern = HookPoint()  # softmax over the context keys, [batch, head, query pos, key pos]
-        self.hook_result = HookPoint()  # per-head update, [batch, pos, head, D]
-
-    def forward(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos H D"]:
-        scores = _query_maps(self.Q, resid) @ resid[:, None].transpose(-1, -2)  # e_jᵀ Q_k e_i
-        scores = self.hook_attn_scores(_masked_query_key(scores, -math.inf))
-        pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
-        return self.hook_result(_value_updates(self.P, pattern, resid))
-
-
-class KernelAttention(nn.Module):
-    """e_i ← e_i + Σ_k P_k Σ_{j≤n} e_j φ(K_k e_j)ᵀ φ(Q_k e_i): separate key and query maps K_k, Q_k [D, D] and a feature
-    map φ, unnormalised (no 1/n, as the linear model)."""
-
-    def __init__(self, cfg: VariantConfig):
-        super().__init__()
-        H, D = cfg.n_heads, cfg.d_model
+        self.kind, H, D, h = cfg.attention, cfg.n_heads, cfg.d_model, cfg.d_head
         self.feature_map = cfg.feature_map
-        self.P = nn.Parameter(torch.zeros(H, D, D, dtype=cfg.torch_dtype))
-        self.K = nn.Parameter(torch.zeros(H, D, D, dtype=cfg.torch_dtype))
-        self.Q = nn.Parameter(torch.zeros(H, D, D, dtype=cfg.torch_dtype))
-        self.hook_q = HookPoint()  # φ(Q_k e_i), [batch, pos, head, D]
-        self.hook_k = HookPoint()  # φ(K_k e_j), [batch, pos, head, D]
-        self.hook_pattern = HookPoint()  # φ(K_k e_j)ᵀ φ(Q_k e_i), [batch, head, query pos, key pos]; 0 at the query key
-        self.hook_result = HookPoint()  # per-head update, [batch, pos, head, D]
+        dt = cfg.torch_dtype
+        self.W_Q = nn.Parameter(torch.zeros(H, h, D, dtype=dt))
+        self.W_K = nn.Parameter(torch.zeros(H, h, D, dtype=dt))
+        self.W_V = nn.Parameter(torch.zeros(H, h, D, dtype=dt))
+        self.W_O = nn.Parameter(torch.zeros(H, D, h, dtype=dt))
+        if self.kind == "retnet":
+            self.decay_logit = nn.Parameter(torch.zeros(H, dtype=dt))  # γ_k = sigmoid(θ_k)
+        elif self.kind == "gated":
+            self.w_gate = nn.Parameter(torch.zeros(H, D, dtype=dt))
+            self.b_gate = nn.Parameter(torch.zeros(H, dtype=dt))
+        elif self.kind == "gla":
+            self.W_gate = nn.Parameter(torch.zeros(H, h, D, dtype=dt))
+            self.b_gate = nn.Parameter(torch.zeros(H, h, dtype=dt))
+        elif self.kind == "delta":
+            self.w_beta = nn.Parameter(torch.zeros(H, D, dtype=dt))
+            self.b_beta = nn.Parameter(torch.zeros(H, dtype=dt))
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.hook_pattern = HookPoint()
+        if self.kind in LINEAR_FAMILY:
+            self.hook_state = HookPoint()
+        if self.kind == "retnet":
+            self.hook_decay = HookPoint()
+        if self.kind in ("gated", "gla"):
+            self.hook_gate = HookPoint()
+        if self.kind == "delta":
+            self.hook_beta, self.hook_u = HookPoint(), HookPoint()
+        self.hook_z = HookPoint()
+        self.hook_result = HookPoint()
 
     def phi(self, z: Tensor) -> Tensor:
         return F.elu(z) + 1 if self.feature_map == "elu1" else z
 
+    # ---- the gates, decays and β of the context tokens (each one's own hook)
+    def decay(self) -> Float[Tensor, "H"]:
+        return self.hook_decay(torch.sigmoid(self.decay_logit))
+
+    def gates(self, ctx: Float[Tensor, "batch n D"]) -> Tensor:
+        """gated: a_j [batch, head, n]; gla: α_j [batch, n, head, h]."""
+        if self.kind == "gated":
+            return self.hook_gate(torch.sigmoid(einsum(ctx, self.w_gate, "b j c, h c -> b h j") + self.b_gate[:, None]))
+        return self.hook_gate(torch.sigmoid(einsum(ctx, self.W_gate, "b j c, h k c -> b j h k") + self.b_gate))
+
+    def betas(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "batch H n"]:
+        return self.hook_beta(torch.sigmoid(einsum(ctx, self.w_beta, "b j c, h c -> b h j") + self.b_beta[:, None]))
+
+    def weights(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "batch H n n"]:
+        """M[i, j]: the weight of v_j k_jᵀ in S_i for context tokens i, j (causal, retnet, gated): 1, γ^{i−j} or
+        ∏_{m=j+1..i} a_m on j ≤ i, 0 above the diagonal."""
+        B, n, _ = ctx.shape
+        H = self.W_Q.shape[0]
+        i = torch.arange(n, device=ctx.device)
+        lower = i[:, None] >= i[None, :]
+        if self.kind == "causal":
+            return lower.to(ctx.dtype).expand(B, H, n, n)
+        if self.kind == "retnet":
+            gamma = self.decay()
+            steps = (i[:, None] - i[None, :]).clamp_min(0).to(ctx.dtype)
+            return (gamma[:, None, None] ** steps * lower).expand(B, H, n, n)  # γ^{i−j}
+        log_a = torch.log(self.gates(ctx))  # gated: [B, H, n]
+        c = log_a.cumsum(-1)
+        diff = (c[..., :, None] - c[..., None, :]).masked_fill(~lower, -math.inf)
+        return diff.exp()  # ∏_{m=j+1..i} a_m = exp(c_i − c_j)
+
     def forward(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos H D"]:
-        q = self.hook_q(self.phi(_query_maps(self.Q, resid)).transpose(1, 2))  # φ(Q_k e_i) [b, pos, h, D]
-        k = self.hook_k(self.phi(_query_maps(self.K, resid)).transpose(1, 2))  # φ(K_k e_j)
-        pattern = q.transpose(1, 2) @ k.permute(0, 2, 3, 1)  # φ(K_k e_j)ᵀ φ(Q_k e_i) [b, h, i, j]
-        pattern = self.hook_pattern(_masked_query_key(pattern, 0.0))
-        return self.hook_result(_value_updates(self.P, pattern, resid))
+        q = self.hook_q(einsum(resid, self.W_Q, "b t c, h k c -> b t h k"))
+        k = self.hook_k(einsum(resid, self.W_K, "b t c, h k c -> b t h k"))
+        v = self.hook_v(einsum(resid, self.W_V, "b t c, h k c -> b t h k"))
+        ctx, n = resid[:, :-1], resid.shape[1] - 1
+        if self.kind == "qkv":  # every token reads S_n = Σ_j v_j k_jᵀ
+            S = self.hook_state(einsum(v[:, :-1], k[:, :-1], "b j h a, b j h c -> b h a c"))
+            z = einsum(S, q, "b h a c, b t h c -> b t h a")
+        elif self.kind in ("causal", "retnet", "gated", "gla", "delta"):
+            z = self._causal(ctx, q, k, v, n)
+        else:
+            z = self._dense(q, k, v)
+        z = self.hook_z(z)
+        return self.hook_result(einsum(z, self.W_O, "b t h k, h c k -> b t h c"))
+
+    def _causal(self, ctx: Tensor, q: Tensor, k: Tensor, v: Tensor, n: int) -> Tensor:
+        """o_i for the context (the masked-matrix form, rows i < n) and the query (S_n q_t)."""
+        qc, kc, vc = q[:, :-1], k[:, :-1], v[:, :-1]
+        if self.kind == "gla":  # per-channel decay: weight Σ_c q_i[c] k_j[c] exp(b_i[c] − b_j[c]), b = cumsum log α
+            alpha = self.gates(ctx)
+            b = torch.log(alpha).cumsum(1)  # [B, n, H, h]
+            lower = torch.ones(n, n, dtype=torch.bool, device=ctx.device).tril()
+            if bool((b[:, -1] > -GLA_FACTOR_LIMIT).all()):  # exp(−b_j) ≤ e^30: factor it, (q_i e^{b_i})ᵀ(k_j e^{−b_j})
+                pattern = einsum(qc * b.exp(), kc * (-b).exp(), "b i h c, b j h c -> b h i j") * lower
+            elif hook_detection().ok and not has_hooks(self.hook_pattern):  # strong decay, no pattern wanted
+                return self._gla_scan(alpha, q, k, v)
+            else:  # strong decay: the [batch, n, n, head, h] decay tensor, exp of differences ≤ 0 only
+                decay = (b[:, :, None] - b[:, None, :]).masked_fill(~lower[None, :, :, None, None], -math.inf).exp()
+                pattern = einsum(qc, kc, decay, "b i h c, b j h c, b i j h c -> b h i j")
+            S = einsum(vc, kc * (b[:, -1:] - b).exp(), "b j h a, b j h c -> b h a c")  # S_n
+        else:
+            if self.kind == "delta":  # UT transform: (I + diag(β) tril(K Kᵀ, −1)) U = diag(β) V
+                beta = self.betas(ctx)  # [B, H, n]
+                kk = einsum(kc, kc, "b i h c, b j h c -> b h i j").tril(-1)
+                A = torch.eye(n, dtype=ctx.dtype, device=ctx.device) + beta[..., None] * kk
+                vc = self.hook_u(
+                    torch.linalg.solve_triangular(A, beta[..., None] * vc.transpose(1, 2), upper=False)
+                ).transpose(1, 2)  # u_j: S_i = Σ_{j≤i} u_j k_jᵀ
+                M = torch.ones(n, n, dtype=ctx.dtype, device=ctx.device).tril()
+            else:
+                M = self.weights(ctx)
+            pattern = einsum(qc, kc, "b i h c, b j h c -> b h i j") * M
+            last = M[..., -1, :] if M.ndim == 4 else M[-1].expand(ctx.shape[0], q.shape[2], n)
+            S = einsum(vc * last.transpose(1, 2)[..., None], kc, "b j h a, b j h c -> b h a c")  # S_n
+        pattern = self.hook_pattern(pattern)
+        S = self.hook_state(S)
+        z_ctx = einsum(pattern, vc, "b h i j, b j h a -> b i h a")
+        z_query = einsum(S, q[:, -1], "b h a c, b h c -> b h a")
+        return torch.cat([z_ctx, z_query[:, None]], dim=1)
+
+    def _gla_scan(self, alpha: Tensor, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """gla without hook_pattern: S_j = S_{j−1} diag(α_j) + v_j k_jᵀ and o_j = S_j q_j over the n context tokens
+        (n small products of [batch, head, h, h] instead of the [batch, n, n, head, h] decay tensor), o_t = S_n q_t."""
+        S = v.new_zeros(v.shape[0], v.shape[2], v.shape[3], k.shape[3])
+        z = []
+        for j in range(alpha.shape[1]):
+            S = S * alpha[:, j, :, None, :] + v[:, j, :, :, None] * k[:, j, :, None, :]  # S_{j−1} diag(α_j) + v_j k_jᵀ
+            z.append(einsum(S, q[:, j], "b h a c, b h c -> b h a"))
+        S = self.hook_state(S)
+        z.append(einsum(S, q[:, -1], "b h a c, b h c -> b h a"))
+        return torch.stack(z, dim=1)
+
+    def _dense(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """softmax, kernel and kernel_norm: every token attends to the n context tokens (the query's key masked)."""
+        T = q.shape[1]
+        is_query_key = torch.arange(T, device=q.device) == T - 1
+        if self.kind == "softmax":
+            scores = einsum(q, k, "b i h c, b j h c -> b h i j") / math.sqrt(q.shape[-1])
+            pattern = torch.softmax(scores.masked_fill(is_query_key, -math.inf), dim=-1)
+        else:
+            pattern = einsum(self.phi(q), self.phi(k), "b i h c, b j h c -> b h i j").masked_fill(is_query_key, 0.0)
+            if self.kind == "kernel_norm":
+                pattern = pattern / pattern.sum(-1, keepdim=True)
+        pattern = self.hook_pattern(pattern)
+        return einsum(pattern, v, "b h i j, b j h a -> b i h a")
 
 
 class FFN(nn.Module):
-    """e ← e + W_out φ(W_in e) per token, φ linear or ReLU, no bias (this module returns W_out φ(W_in e))."""
+    """e ← e + W_out φ(W_in e) per token (φ linear or ReLU), or e ← e + W_out ((W_a e) ⊙ (W_b e)) (quadratic, W_a is
+    W_in); no bias. Returns the update. Hooks: hook_pre (W_in e), hook_pre_b (W_b e, quadratic), hook_post."""
 
-    def __init__(self, cfg: VariantConfig):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.relu = cfg.mlp == "relu"
-        self.W_in = nn.Parameter(torch.zeros(cfg.d_mlp, cfg.d_model, dtype=cfg.torch_dtype))
-        self.W_out = nn.Parameter(torch.zeros(cfg.d_model, cfg.d_mlp, dtype=cfg.torch_dtype))
-        self.hook_pre = HookPoint()  # W_in e, [batch, pos, d_mlp]
-        self.hook_post = HookPoint()  # φ(W_in e), [batch, pos, d_mlp]
+        self.kind = cfg.mlp
+        m, D, dt = cfg.mlp_width, cfg.d_model, cfg.torch_dtype
+        self.W_in = nn.Parameter(torch.zeros(m, D, dtype=dt))
+        if self.kind == "quadratic":
+            self.W_b = nn.Parameter(torch.zeros(m, D, dtype=dt))
+            self.hook_pre_b = HookPoint()
+        self.W_out = nn.Parameter(torch.zeros(D, m, dtype=dt))
+        self.hook_pre = HookPoint()
+        self.hook_post = HookPoint()
 
     def forward(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos D"]:
         pre = self.hook_pre(resid @ self.W_in.T)
-        post = self.hook_post(torch.relu(pre) if self.relu else pre)
-        return post @ self.W_out.T
+        if self.kind == "quadratic":
+            post = pre * self.hook_pre_b(resid @ self.W_b.T)  # (W_a e) ⊙ (W_b e)
+        else:
+            post = torch.relu(pre) if self.kind == "relu" else pre
+        return self.hook_post(post) @ self.W_out.T
 
     def matrix(self) -> Float[Tensor, "D D"]:
-        """I + W_out W_in: the token map of a linear FFN (InvalidArgument for ReLU)."""
-        if self.relu:
-            raise InvalidArgument("a ReLU FFN is no matrix; only a linear FFN is I + W_out W_in")
+        """I + W_out W_in: the token map of a linear FFN (InvalidArgument for the others)."""
+        if self.kind != "linear":
+            raise InvalidArgument(f"a {self.kind} FFN is no matrix; only a linear FFN is I + W_out W_in")
         return torch.eye(self.W_in.shape[1], dtype=self.W_in.dtype, device=self.W_in.device) + self.W_out @ self.W_in
 
 
-class VariantBlock(nn.Module):
-    """resid_mid = resid_pre + attn_out, resid_post = resid_mid + mlp_out (without an FFN, resid_post = resid_pre +
-    attn_out and there is no hook_resid_mid)."""
+class FamilyBlock(nn.Module):
+    """resid_mid = resid_pre + attn_out, resid_post = resid_mid + mlp_out (without an FFN there is no resid_mid)."""
 
-    def __init__(self, cfg: VariantConfig):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
-        if cfg.attention == "linear":
-            self.attn = LinearAttention(cfg.linear_attention)  # interp.model's layer: FULL, DIAG or GD++
-        else:
-            self.attn = SoftmaxAttention(cfg) if cfg.attention == "softmax" else KernelAttention(cfg)
+        self.attn = LinearAttention(cfg) if cfg.attention == "lsa" else FamilyAttention(cfg)
         self.hook_resid_pre = HookPoint()
         self.hook_attn_out = HookPoint()
         if cfg.mlp != "none":
@@ -257,42 +267,47 @@ class VariantBlock(nn.Module):
         resid = resid + self.hook_attn_out(self.attn(resid).sum(dim=2))  # Σ_k of the heads' updates
         if self.mlp is not None:
             resid = self.hook_resid_mid(resid)
-            resid = resid + self.hook_mlp_out(self.mlp(resid))  # e ← e + W_out φ(W_in e)
+            resid = resid + self.hook_mlp_out(self.mlp(resid))
         return self.hook_resid_post(resid)
 
 
 class VariantTransformer(HookedRootModule):
-    """L blocks of a variant (module docstring) reading out ŷ = −y_query.
+    """L blocks of the family (module docstring) reading out ŷ = −y_query; any ModelConfig but the paper's own model
+    (`build` gives interp.model.LinearTransformer for that).
 
     Hook points (TransformerLens names): `hook_tokens`, `hook_embed`, and per layer l `blocks.{l}.hook_resid_pre`,
-    `blocks.{l}.attn.hook_pattern` [batch, head, pos, pos], `blocks.{l}.attn.hook_result` [batch, pos, head, D],
-    `blocks.{l}.hook_attn_out`, `blocks.{l}.hook_resid_mid`, `blocks.{l}.mlp.hook_pre` / `hook_post`
-    [batch, pos, d_mlp], `blocks.{l}.hook_mlp_out`, `blocks.{l}.hook_resid_post` (the FFN's only with one); linear
-    attention adds `attn.hook_stats` (S, [batch, D, D]), softmax `attn.hook_attn_scores`, kernel `attn.hook_q` and
-    `attn.hook_k` (φ(Q_k e), φ(K_k e), [batch, pos, head, D]). Every forward runs token by token.
+    `blocks.{l}.attn.hook_*` (FamilyAttention; lsa: interp.model.LinearAttention's), `blocks.{l}.hook_attn_out`,
+    `blocks.{l}.hook_resid_mid`, `blocks.{l}.mlp.hook_pre` / `hook_pre_b` / `hook_post`, `blocks.{l}.hook_mlp_out`
+    (with an FFN), `blocks.{l}.hook_resid_post`.
     """
 
-    def __init__(self, cfg: VariantConfig, init: bool = True, generator: torch.Generator | None = None):
-        if not isinstance(cfg, VariantConfig):
-            raise InvalidType(f"cfg must be an interp.variants.VariantConfig, got {type(cfg).__name__}")
+    def __init__(self, cfg: ModelConfig, init: bool = True, generator: torch.Generator | None = None):
+        if not isinstance(cfg, ModelConfig):
+            raise InvalidType(f"cfg must be an interp.ModelConfig, got {type(cfg).__name__}")
+        if cfg.is_lsa:
+            raise InvalidArgument("the paper's model (lsa attention, no FFN) is interp.LinearTransformer: use build()")
         check_generator(generator)
         super().__init__()
         self.cfg = cfg
         self.hook_tokens = HookPoint()
         self.hook_embed = HookPoint()
-        self.blocks = nn.ModuleList([VariantBlock(cfg) for _ in range(cfg.n_layers)])
+        self.blocks = nn.ModuleList([FamilyBlock(cfg) for _ in range(cfg.n_layers)])
         self.setup()
         if init:
             self.init_weights(generator)
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
-        """Small Gaussian init, std = init_scale / n_layers, every weight (as interp.model.LinearTransformer); kernel
-        attention's K_k, Q_k std qk_scale where it is set."""
+        """Small Gaussian init, std = init_scale / n_layers, every weight (as interp.model.LinearTransformer), in the
+        order of named_parameters; then the decay and gate biases set to CONSTANT_INIT, and kernel attention's W_Q, W_K
+        drawn at std qk_scale where it is set."""
         small, qk = self.cfg.init_scale / self.cfg.n_layers, self.cfg.qk_scale
         with torch.no_grad():
             for name, p in self.named_parameters():
-                std = qk if qk is not None and name.endswith(("attn.K", "attn.Q")) else small
+                std = qk if qk is not None and name.endswith(("attn.W_K", "attn.W_Q")) else small
                 p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float64).to(p.dtype) * std)
+                last = name.rsplit(".", 1)[-1]
+                if last in CONSTANT_INIT:
+                    p.fill_(CONSTANT_INIT[last])
 
     def _check_tokens(self, tokens: Tensor) -> Tensor:
         """Floating tokens [batch, n+1, d+1] cast to the model's dtype; InvalidType / InvalidArgument naming them."""
@@ -325,196 +340,165 @@ class VariantTransformer(HookedRootModule):
         """ŷ after 0, 1, ..., L blocks (row 0 is the zero prediction of the raw query)."""
         return -self.residual_stream(tokens)[:, :, -1, -1]
 
+    def accumulated_bias(self, layer: int | None = None, mlp_input: bool = False, include_mlp_biases: bool = True):
+        """Zeros: no biases reach the residual stream (TransformerLens's get_full_resid_decomposition adds this)."""
+        param = next(self.parameters())
+        return torch.zeros(self.cfg.d_model, dtype=param.dtype, device=param.device)
 
-def as_float64(model: VariantTransformer) -> VariantTransformer:
-    """A float64 copy (the same weights), or the model itself when it is float64 already."""
-    if not isinstance(model, VariantTransformer):
-        raise InvalidType(f"model must be an interp.variants.VariantTransformer, got {type(model).__name__}")
+
+MODELS = (LinearTransformer, VariantTransformer)  # what `build` makes: every model the trainer, eval and probes take
+
+
+def build(cfg: ModelConfig, init: bool = True, generator: torch.Generator | None = None):
+    """The model of `cfg`: interp.LinearTransformer for the paper's (lsa attention, no FFN), else VariantTransformer."""
+    if not isinstance(cfg, ModelConfig):
+        raise InvalidType(f"cfg must be an interp.ModelConfig, got {type(cfg).__name__}")
+    return (LinearTransformer if cfg.is_lsa else VariantTransformer)(cfg, init=init, generator=generator)
+
+
+def check_model(model, name: str = "model") -> None:
+    """InvalidType unless `model` is one `build` makes."""
+    if not isinstance(model, MODELS):
+        raise InvalidType(
+            f"{name} must be an interp.LinearTransformer or VariantTransformer, got {type(model).__name__}"
+        )
+
+
+def as_float64(model):
+    """A float64 copy of any model (the same weights), or the model itself when it is float64 already."""
+    check_model(model)
     if model.cfg.dtype == "float64":
         return model
-    out = VariantTransformer(dataclasses.replace(model.cfg, dtype="float64"), init=False)
+    out = build(dataclasses.replace(model.cfg, dtype="float64"), init=False)
     out.load_state_dict({k: v.detach().double().cpu() for k, v in model.state_dict().items()})
     return out.eval()
 
 
-def predictor(model: VariantTransformer):
-    """The model as an interp.evaluate predictor: TaskBatch -> ŷ [batch] in the model's dtype, without gradients (so
-    `interp.evaluate.adjusted_loss(predictor(model), data)` measures it as any model)."""
-    if not isinstance(model, VariantTransformer):
-        raise InvalidType(f"model must be an interp.variants.VariantTransformer, got {type(model).__name__}")
+def predictor(model):
+    """The model as an interp.evaluate predictor: TaskBatch -> ŷ [batch], without gradients."""
+    check_model(model)
 
-    def predict(batch: TaskBatch) -> Tensor:
+    def predict(batch) -> Tensor:
         with torch.no_grad():
             return model(batch.tokens)
 
     return predict
 
 
-# ---------------------------------------------------------------------------- training
-@dataclass(frozen=True)
-class VariantTrainConfig:
-    """How a variant is trained: Adam with interp.train's one-cycle schedule (warm-up then cosine, peak `lr`), the
-    gradient-norm clip and the robust guard of interp.train, `batch` fresh sequences of the prior every step."""
-
-    model: VariantConfig = VariantConfig()
-    noise: str = "uniform:5"
-    n: int = 20
-    seed: int = 0
-    steps: int = 4000
-    batch: int = 1024
-    lr: float = 3e-3
-    schedule: str = "onecycle"  # or "constant" (interp.train.learning_rate reads schedule, lr, warmup, steps)
-    warmup: float = 0.1
-    clip: float = 1.0
-    log_every: int = 100
-
-    def __post_init__(self) -> None:
-        _check_fields(self)
-        object.__setattr__(self, "noise", as_prior(self.noise).spec)
-        _check_range("n", self.n, 1, MAX_N)
-        _check_range("seed", self.seed, -MAX_SEED, MAX_SEED)
-        _check_range("steps", self.steps, 1, MAX_STEPS)
-        _check_range("batch", self.batch, 1, MAX_BATCH_ELEMENTS)
-        _check_range("warmup", self.warmup, 0.0, 1.0)
-        _check_range("log_every", self.log_every, 1, MAX_STEPS)
-        if not 0 < self.lr <= 1e3:
-            raise InvalidArgument(f"lr must be in (0, 1000], got {self.lr}")
-        if not self.clip > 0:
-            raise InvalidArgument(f"clip must be > 0, got {self.clip}")
-        if self.schedule not in ("onecycle", "constant"):
-            raise InvalidArgument(f"schedule must be onecycle or constant, got {self.schedule!r:.60}")
-        if self.batch * (self.n + 1) * self.model.d_model > MAX_BATCH_ELEMENTS:
-            raise InvalidArgument(f"batch {self.batch} x (n+1) x (d+1) exceeds {MAX_BATCH_ELEMENTS} token entries")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"model": self.model.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> "VariantTrainConfig":
-        if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
-            raise InvalidType(f"variant train config must be a JSON object with a 'model', got {data!r:.60}")
-        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise InvalidArgument(f"unknown variant train config keys: {', '.join(sorted(unknown))}")
-        return cls(**(data | {"model": VariantConfig.from_dict(data["model"])}))
+# ---------------------------------------------------------------------------- the written-out references
+def _reference_attention(attn: FamilyAttention, e: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos D"]:
+    """Σ_k W_O o_i of one FamilyAttention, token by token and head by head, each recurrence as the module docstring
+    writes it (no masked matrix, no UT transform, no hooks)."""
+    B, T, D = e.shape
+    n = T - 1
+    out = torch.zeros_like(e)
+    for hd in range(attn.W_Q.shape[0]):
+        WQ, WK, WV, WO = attn.W_Q[hd], attn.W_K[hd], attn.W_V[hd], attn.W_O[hd]
+        q, k, v = e @ WQ.T, e @ WK.T, e @ WV.T  # [B, T, h]
+        z = torch.zeros_like(q)
+        if attn.kind in LINEAR_FAMILY:
+            S = torch.zeros(B, v.shape[-1], k.shape[-1], dtype=e.dtype)
+            for j in range(n):  # context token j writes, then reads S_j
+                vk = v[:, j, :, None] * k[:, j, None, :]  # v_j k_jᵀ
+                if attn.kind in ("qkv", "causal"):
+                    S = S + vk
+                elif attn.kind == "retnet":
+                    S = torch.sigmoid(attn.decay_logit[hd]) * S + vk
+                elif attn.kind == "gated":
+                    a = torch.sigmoid(e[:, j] @ attn.w_gate[hd] + attn.b_gate[hd])
+                    S = a[:, None, None] * S + vk
+                elif attn.kind == "gla":
+                    alpha = torch.sigmoid(e[:, j] @ attn.W_gate[hd].T + attn.b_gate[hd])
+                    S = S * alpha[:, None, :] + vk  # S_{j−1} diag(α_j)
+                else:  # delta
+                    beta = torch.sigmoid(e[:, j] @ attn.w_beta[hd] + attn.b_beta[hd])
+                    err = v[:, j] - (S @ k[:, j, :, None])[..., 0]  # v_j − S_{j−1} k_j
+                    S = S + beta[:, None, None] * err[:, :, None] * k[:, j, None, :]
+                if attn.kind != "qkv":
+                    z[:, j] = (S @ q[:, j, :, None])[..., 0]
+            for i in range(n + 1) if attn.kind == "qkv" else (n,):  # the query (qkv: every token) reads S_n
+                z[:, i] = (S @ q[:, i, :, None])[..., 0]
+        else:
+            for i in range(T):
+                if attn.kind == "softmax":
+                    s = torch.stack([(k[:, j] * q[:, i]).sum(-1) for j in range(n)], -1) / math.sqrt(q.shape[-1])
+                    w = torch.softmax(s, dim=-1)
+                else:
+                    w = torch.stack([(attn.phi(k[:, j]) * attn.phi(q[:, i])).sum(-1) for j in range(n)], -1)
+                    if attn.kind == "kernel_norm":
+                        w = w / w.sum(-1, keepdim=True)
+                z[:, i] = sum(w[:, j, None] * v[:, j] for j in range(n))
+        out = out + z @ WO.T
+    return out
 
 
-@dataclass
-class VariantResult:
-    model: VariantTransformer
-    path: Path
-    loss: float  # mean training ½·MSE over the last logging window
-    history: list[dict]  # one row per logging window: step, loss, lr, grad_norm
-    wall_s: float
-    rollbacks: int
+def reference_stream(model, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L+1 batch pos D"]:
+    """The residual stream of any model (`build`), every layer written out token by token from its weights: the
+    reference every parallel form is tested against. lsa attention: e_i + Σ_k P_k (Σ_{j≤n} e_j e_jᵀ) Q_k e_i."""
+    check_model(model)
+    e = tokens.to(model.cfg.torch_dtype)
+    out = [e]
+    with torch.no_grad():
+        for block in model.blocks:
+            if isinstance(block.attn, LinearAttention):
+                P, Q = block.attn.matrices()
+                S = sum(e[:, j, :, None] * e[:, j, None, :] for j in range(e.shape[1] - 1))  # Σ_{j≤n} e_j e_jᵀ
+                upd = [
+                    sum((P[k] @ S @ Q[k] @ e[:, i, :, None])[..., 0] for k in range(P.shape[0]))
+                    for i in range(e.shape[1])
+                ]
+                e = e + torch.stack(upd, dim=1)
+            else:
+                e = e + _reference_attention(block.attn, e)
+            mlp = getattr(block, "mlp", None)
+            if mlp is not None:
+                pre = e @ mlp.W_in.T
+                post = (
+                    pre * (e @ mlp.W_b.T) if mlp.kind == "quadratic" else torch.relu(pre) if mlp.kind == "relu" else pre
+                )
+                e = e + post @ mlp.W_out.T
+            out.append(e)
+    return torch.stack(out)
 
 
-def _guarded_loss(model: VariantTransformer, cfg: VariantTrainConfig, gen: torch.Generator) -> tuple[Tensor, int]:
-    """(loss of one fresh batch, sequences left out): interp.train's robust guard (non-finite ½·error² left out, above
-    GUARD_CAP·d log-compressed, the sum divided by the full batch)."""
-    batch = sample_tasks(cfg.batch, cfg.model.d, cfg.n, cfg.noise, gen, dtype=cfg.model.torch_dtype)
-    terms, per_seq = _half_squared_errors(model, batch, None, GUARD_CAP * cfg.model.d)
-    kept = int(torch.isfinite(per_seq.detach()).sum())
-    return (per_seq.mean() if kept == 0 else terms.sum() / cfg.batch), cfg.batch - kept
+# ---------------------------------------------------------------------------- files of the former second trainer
+LEGACY_FORMAT = "interp-variant"  # meta["format"] of a file the former interp.variants.train_variant wrote
 
 
-def train_variant(cfg: VariantTrainConfig, out: str | Path, progress: bool = False) -> VariantResult:
-    """Train `cfg` and write the final model to `out` (a .safetensors file, atomically, embedding both configs, the
-    loss history and the machine). The init is torch.Generator(seed), the data torch.Generator(seed + 1). A step whose
-    loss is non-finite or overflows on more than half the batch restarts from the last finite weights of a logging
-    window with a fresh Adam at half the lr (MAX_ROLLBACKS times at most, then TrainingDiverged). Subnormal floats are
-    flushed to zero while it trains (torch.set_flush_denormal; off again afterwards, torch's default)."""
-    if not isinstance(cfg, VariantTrainConfig):
-        raise InvalidType(f"cfg must be an interp.variants.VariantTrainConfig, got {type(cfg).__name__}")
-    out = as_path(out, "out")
-    torch.set_flush_denormal(True)  # the FFN's tiny early weights make subnormal floats: 3-5× slower steps unflushed
-    try:
-        return _train_variant(cfg, out, progress)
-    finally:
-        torch.set_flush_denormal(False)  # torch's default
-
-
-def _train_variant(cfg: VariantTrainConfig, out: Path, progress: bool) -> VariantResult:
-    model = VariantTransformer(cfg.model, generator=torch.Generator().manual_seed(cfg.seed))
-    gen = torch.Generator().manual_seed(cfg.seed + 1)
-    params = list(model.parameters())
-    opt, scale, rollbacks = adam(params, cfg.lr), 1.0, 0
-    good = copy.deepcopy(model.state_dict())
-    history, window, t0 = [], [], time.perf_counter()
-    step = 0
-    while step < cfg.steps:
-        for group in opt.param_groups:
-            group["lr"] = learning_rate(cfg, step) * scale  # one-cycle: warm-up, cosine to lr/1000
-        loss, dropped = _guarded_loss(model, cfg, gen)
-        if not math.isfinite(loss.item()) or dropped > cfg.batch // 2:
-            rollbacks += 1
-            if rollbacks > MAX_ROLLBACKS:
-                raise TrainingDiverged(f"{out}: step {step + 1} diverged after {MAX_ROLLBACKS} rollbacks")
-            model.load_state_dict(good)
-            opt, scale = adam(params, cfg.lr), scale / 2
+def from_legacy(tensors: dict[str, Tensor], meta: dict) -> tuple[dict[str, Tensor], dict]:
+    """(tensors, meta) of an interp checkpoint for a file the former second trainer (`train_variant`) wrote: its
+    VariantConfig becomes a ModelConfig, its training config the TrainConfig it was (steps, batch, lr, schedule; no
+    preset stress), and its weights those of the same function: linear attention keeps P, Q (or DIAG's scalars);
+    softmax's score e_jᵀ Q e_i and value P e_j become W_Q = √D·Q, W_K = I, W_V = I, W_O = P (head width D, the 1/√h
+    temperature undone by the √D), kernel's φ(K e_j)ᵀ φ(Q e_i) and P e_j become W_K = K, W_Q = Q, W_V = I, W_O = P.
+    KeyError / TypeError / ValueError for a file that is not one."""
+    old = dict(meta["variant_config"])
+    attention = {"linear": "lsa", "softmax": "softmax", "kernel": "kernel"}[old.pop("attention")]
+    d_mlp = old.pop("d_mlp")
+    cfg = ModelConfig(attention=attention, mlp_width=d_mlp, **old)
+    out = {}
+    for key, t in tensors.items():
+        block, _, rest = key.partition(".attn.")
+        if attention == "lsa" or not rest:
+            out[key] = t
             continue
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
-        if bool(torch.isfinite(grad_norm)):  # an overflowed backward pass: no update from this batch
-            opt.step()
-        window.append(loss.item())
-        step += 1
-        if step % cfg.log_every == 0 or step == cfg.steps:
-            row = {"step": step, "loss": sum(window) / len(window), "lr": opt.param_groups[0]["lr"]}
-            history.append(row | {"grad_norm": float(grad_norm), "elapsed_s": time.perf_counter() - t0})
-            window = []
-            if all(bool(torch.isfinite(p).all()) for p in params):
-                good = copy.deepcopy(model.state_dict())
-            if progress:
-                print(f"{out.name}: step {step} loss {row['loss']:.4g}", flush=True)
-    wall = time.perf_counter() - t0
-    model.load_state_dict(good)  # the last finite weights (the final ones, unless the last window overflowed)
-    machine = {"cpu": kernel.cpu_model(), "cpu_capability": kernel.cpu_capability(), "torch": torch.__version__}
-    meta = {
-        "format": FORMAT,
-        "variant_config": cfg.model.to_dict(),
-        "train_config": cfg.to_dict(),
-        "step": cfg.steps,
-        "loss": history[-1]["loss"],
-        "history": history,
-        "wall_s": wall,
-        "rollbacks": rollbacks,
-        "machine": machine | {"threads": torch.get_num_threads()},
+        eye = torch.eye(cfg.d_model, dtype=t.dtype).expand_as(t).clone()
+        if rest == "P":
+            out[f"{block}.attn.W_O"] = t
+            out[f"{block}.attn.W_V"] = eye
+        elif rest == "Q":
+            out[f"{block}.attn.W_Q"] = t * math.sqrt(cfg.d_model) if attention == "softmax" else t
+            if attention == "softmax":
+                out[f"{block}.attn.W_K"] = eye
+        else:  # kernel's K
+            out[f"{block}.attn.W_K"] = t
+    train = meta.get("train_config") or {}
+    new_meta = {
+        "model_config": cfg.to_dict(),
+        "step": int(meta["step"]),
+        "noise": train.get("noise"),
+        "seed": train.get("seed"),
+        "n": train.get("n"),
+        "legacy": {k: meta[k] for k in ("train_config", "loss", "wall_s", "rollbacks", "machine") if k in meta},
     }
-    save_tensors(out, dict(model.state_dict()), meta)
-    return VariantResult(model.eval(), out, history[-1]["loss"], history, wall, rollbacks)
-
-
-def load_variant_with_meta(path: str | Path) -> tuple[VariantTransformer, dict[str, Any]]:
-    """(model, metadata) of a file written by `train_variant`: bounded, checked read (interp.checkpoints), the config
-    validated, every tensor's name, shape, dtype and finiteness checked before it is loaded; CheckpointError naming
-    the file otherwise. meta["train_config"] is a VariantTrainConfig."""
-    path = as_path(path, "variant checkpoint")
-    tensors, meta = read_tensors(path)
-    if meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a variant checkpoint (load a linear transformer with interp.load)")
-    try:
-        cfg = VariantConfig.from_dict(meta.get("variant_config"))
-        meta["train_config"] = VariantTrainConfig.from_dict(meta.get("train_config"))
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{path}: bad variant config ({err})") from None
-    if meta["train_config"].model != cfg:
-        raise CheckpointError(f"{path}: the embedded training config's model is not the file's variant_config")
-    with torch.device("meta"):
-        expected = VariantTransformer(cfg, init=False).state_dict()
-    if set(expected) != set(tensors):
-        diff = sorted(set(expected) ^ set(tensors))
-        raise CheckpointError(f"{path}: tensors do not match the config ({', '.join(diff[:4])})")
-    for key, ref in expected.items():
-        t = tensors[key]
-        if tuple(t.shape) != tuple(ref.shape) or t.dtype != cfg.torch_dtype or not bool(torch.isfinite(t).all()):
-            raise CheckpointError(f"{path}: tensor {key} is not a finite {cfg.dtype} of shape {list(ref.shape)}")
-    model = VariantTransformer(cfg, init=False)
-    model.load_state_dict(tensors)
-    return model.eval(), meta
-
-
-def load_variant(path: str | Path) -> VariantTransformer:
-    """The model of a file written by `train_variant` (load_variant_with_meta without the metadata)."""
-    return load_variant_with_meta(path)[0]
+    return out, new_meta

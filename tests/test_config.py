@@ -85,6 +85,11 @@ FLAGS = {
     "--heads": "model.n_heads",
     "--arch": "model.param",
     "--dtype": "model.dtype",
+    "--attention": "model.attention",
+    "--head-width": "model.head_width",
+    "--mlp": "model.mlp",
+    "--mlp-width": "model.mlp_width",
+    "--quad": "quad",
     "--noise": "noise",
     "--n": "n",
     "--seed": "seed",
@@ -108,7 +113,14 @@ FLAGS = {
     "--spectral-polish": "spectral_polish",
     "--start-as": "start_as",
 }
-NOT_OPTIONS = {"model", "warmup", "log_every", "model.init_scale"}  # set in Python or config.json only
+NOT_OPTIONS = {
+    "model",
+    "warmup",
+    "log_every",
+    "model.init_scale",
+    "model.feature_map",
+    "model.qk_scale",
+}  # set in Python or config.json only
 
 
 def test_each_training_option_is_declared_once_on_its_field():

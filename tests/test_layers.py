@@ -1,7 +1,7 @@
 """The core's layer order (README, Architecture): each module imports only modules below it, at module level.
 
-    render → limits → files → kernel → tasks → noise_free → params → config → presets → moments → model → checkpoints
-    → convert → run → train → variants → ...
+    render → limits → files → kernel → tasks → noise_free → params → config → presets → moments → model → variants
+    → checkpoints → convert → run → train → ...
 
 No import cycle, no function-local import of interp hiding one, and nothing in the core reaching up into the
 report or the CLI (which may import lazily inside functions, to keep `interp --help` fast).
@@ -32,11 +32,11 @@ ORDER = [
     "presets",
     "moments",
     "model",
+    "variants",
     "checkpoints",
     "convert",
     "run",
     "train",
-    "variants",
 ]
 ALONE = [*ORDER, "evalset", "spectral", "baselines", "tuning", "evaluate", "evalcache", "patching", "sweep", "table"]
 # The sweep package by concern, bottom to top (its __init__ puts them together): each imports no sibling after it.
@@ -171,8 +171,8 @@ def test_core_import_graph_is_acyclic():
 
 def test_layer_order():
     """Each module of ORDER imports only modules listed before it: render, limits, files, kernel, tasks, params,
-    config, presets, moments, model, checkpoints, convert, run import nothing above them, train and variants nothing
-    of evalset, evaluate, probes, ... (which all sit above it)."""
+    config, presets, moments, model, variants, checkpoints, convert, run import nothing above them, train nothing of
+    evalset, evaluate, probes, ... (which all sit above it)."""
     edges = graph()
     wrong = []
     for i, module in enumerate(ORDER):

@@ -1,11 +1,12 @@
-"""Golden pin of the variants zoo (experiments/variants.py): every model of the shipped study, recomputed.
+"""Golden pin of the former variants zoo (trained by the removed experiments/variants.py; its files load through
+interp.load, interp.variants.from_legacy): every model of the shipped study, recomputed.
 
 For each row of experiments/zoo/variants/summary.json: the file is the one measured (SHA-256), its adjusted loss on the
 pin's 10 000 sequences and its per-layer linearity on the probe's 2 000 are what the study recorded, and the headline
 holds (FULL, DIAG and the linear FFN at rounding on every layer, the ReLU FFN and softmax off it). A retrained file
 or a change to the models or the probe has to regenerate the study on purpose:
 
-    OMP_NUM_THREADS=1 nice -n 5 python experiments/variants.py
+    the family study replaces it: python experiments/family.py (docs/variants.md)
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ from interp.evalset import EvalSet
 from interp.evaluate import adjusted_loss
 from interp.probes.linearity import VariantStudy, layer_linearity
 from interp.run import load
-from interp.variants import load_variant, predictor
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDY = ROOT / "experiments" / "zoo" / "variants" / "summary.json"
-REGENERATE = "OMP_NUM_THREADS=1 nice -n 5 python experiments/variants.py"
+REGENERATE = "the family study, python experiments/family.py (the former study's script is gone)"
 LINEAR = {"full", "diag", "full_ctrl", "ffn_linear"}  # exact implicit linear models (Theorem 4.1)
 ROUNDING = 1e-10
 
@@ -54,8 +54,8 @@ def test_every_row_recomputes(study):
     for r in study.rows:
         path = ROOT / r.file
         assert hashlib.sha256(path.read_bytes()).hexdigest() == r.sha256, f"{r.file} changed; regenerate: {REGENERATE}"
-        model = load(path) if r.steps is None else load_variant(path)
-        loss = adjusted_loss(model if r.steps is None else predictor(model), pin)
+        model = load(path)  # a variant file of the former second trainer too (interp.variants.from_legacy)
+        loss = adjusted_loss(model, pin)
         assert loss.mean == pytest.approx(r.pin_loss.mean, rel=1e-4), f"{r.file}; regenerate: {REGENERATE}"
         got = layer_linearity(model, tokens).summary()
         for field in ("context_median", "query_median", "gap_median"):

@@ -83,6 +83,11 @@ def cmd_probe(args) -> int:
     for path in args.checkpoints:
         m = resolve_model(path)  # the model, its step and what it was trained on (its run's config, if any)
         model = m.model
+        if not model.cfg.is_lsa:  # Theorem 4.1's recursion and the DIAG fits read P, Q: the paper's model only
+            raise ArgError(
+                f"{path}: a {model.cfg.family_label} model; interp probe reads Theorem 4.1 off the paper's model. "
+                "The family's readout is interp.probes.readout (jacobian_readout, token_weights; experiments/family.py)"
+            )
         noise = args.noise or m.noise
         if noise is None:
             raise ArgError(f"--noise: required ({path} does not record its training prior)")

@@ -148,7 +148,6 @@ def _print_train_summary(result) -> None:
     from interp.config import inputs_suffix
     from interp.evalset import EvalSet
     from interp.evaluate import adjusted_loss
-    from interp.params import of
     from interp.render import loss
     from interp.run import Run
 
@@ -157,7 +156,7 @@ def _print_train_summary(result) -> None:
     est = adjusted_loss(result.model.cpu(), data)
     inputs = inputs_suffix(cfg.x_cov)
     print(
-        f"run {result.run_dir}: {of(cfg.model.param).label} L={cfg.model.n_layers} on {cfg.noise}{inputs}, "
+        f"run {result.run_dir}: {cfg.model.family_label} L={cfg.model.n_layers} on {cfg.noise}{inputs}, "
         f"{result.step} steps, final train ½·MSE {result.loss:.4f}"
     )
     where = f"seed {data.seed}, not interp eval's seed 0"

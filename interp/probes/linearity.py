@@ -22,19 +22,9 @@ from torch import Tensor
 
 from interp.evaluate import LossEstimate
 from interp.files import InvalidArgument, InvalidType
-from interp.model import LinearTransformer
-from interp.probes.implicit import as_float64, implicit_by_lstsq, layer_update
+from interp.probes.implicit import implicit_by_lstsq, layer_update
 from interp.records import Record
-from interp.variants import VariantTransformer
-from interp.variants import as_float64 as variant_float64
-
-
-def _float64(model):
-    if isinstance(model, LinearTransformer):
-        return as_float64(model)
-    if isinstance(model, VariantTransformer):
-        return variant_float64(model)
-    raise InvalidType(f"model must be an interp.LinearTransformer or VariantTransformer, got {type(model).__name__}")
+from interp.variants import as_float64 as _float64
 
 
 def residual_stream(model, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L1 batch pos D"]:
@@ -144,8 +134,10 @@ def implicit_maps(model, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, 
     blocks.{l}.attn.hook_stats and F^l = I + W_out W_in (I without an FFN); float64."""
     model = _float64(model)
     cfg = model.cfg
-    if isinstance(model, VariantTransformer) and (cfg.attention != "linear" or cfg.mlp == "relu"):
-        raise InvalidArgument(f"model: a {cfg.label} model has no closed-form T^l (linear attention, linear FFN only)")
+    if cfg.attention != "lsa" or cfg.mlp not in ("none", "linear"):
+        raise InvalidArgument(
+            f"model: a {cfg.family_label} model has no closed-form T^l (lsa attention, linear FFN only)"
+        )
     L, D = cfg.n_layers, cfg.d_model
     names = [f"blocks.{l}.attn.hook_stats" for l in range(L)]
     with torch.no_grad():

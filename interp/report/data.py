@@ -881,6 +881,30 @@ def variants_study(paths: list[str | Path]) -> VariantStudy | None:
     return None
 
 
+# ---------------------------------------------------------------------------- the family study (issue 52)
+FAMILY_STUDY = Path("family") / "summary.json"  # experiments/zoo/family/summary.json (experiments/family.py)
+
+
+def family_study(paths: list[str | Path]) -> dict | None:
+    """The linear-attention family study beside the models (experiments/family.py's variants.json, copied to
+    <parent of a path>/family/summary.json): its JSON document, with "cells" a list; None where there is none.
+    CheckpointError naming the file when it is not one."""
+    for parent in dict.fromkeys(Path(p).absolute().parent for p in paths):
+        path = parent / FAMILY_STUDY
+        if not path.is_file():
+            continue
+        try:
+            doc = json.loads(read_regular_file(path, MAX_TEXT_BYTES, "family study"))
+            if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
+                raise ValueError("no list of cells")
+            return doc
+        except (ValueError, TypeError) as err:
+            if isinstance(err, CheckpointError):
+                raise
+            raise CheckpointError(f"{path}: not a family study ({type(err).__name__}: {err})") from None
+    return None
+
+
 # ---------------------------------------------------------------------------- everything
 @dataclass
 class ReportData:
@@ -896,6 +920,7 @@ class ReportData:
     light_dirs: list[str] = field(default_factory=list)  # the directories of standalone checkpoints given
     theorem51: dict[str, Theorem51] = field(default_factory=dict)  # label -> theorem51_record (GD++ at σ = 0)
     variants: VariantStudy | None = None  # the variants study beside the models (`variants_study`), if any
+    family: dict | None = None  # the family study beside the models (`family_study`), if any
     drift_entries: list[Entry] = field(default_factory=list)  # run directories read for their drift curves only
 
     def for_prior(self, prior: str) -> "ReportData":
@@ -1030,4 +1055,5 @@ def gather(
         theorem51=pick("theorem51"),
         variants=variants_study(paths),
         drift_entries=drift_only,
+        family=family_study(paths),
     )

@@ -57,7 +57,9 @@ def _default(key: str) -> Any:
 def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = ()) -> list[RunSpec]:
     """Every combination of the list-valued options (scalars go to every run), in order seed, prior,
     layers, arch, then the other varied options; each override {"where": {...}, option: value, ...}
-    sets options on the runs whose settings match all of `where`.
+    sets options on the runs whose settings match all of `where` (a list in `where` matches any of its values), and
+    an override {"where": {...}, "skip": true} leaves those runs out of the grid (three seeds at 2 and 4 layers, one at
+    7; an FFN on one attention only).
     """
     options = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in options.items()}
     for key in options:
@@ -68,18 +70,29 @@ def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = 
     order += [k for k in options if k not in NAME_AXES]
     overrides = [dict(o) for o in overrides]
     for o in overrides:
-        bad = [k for k in o if k != "where" and (k not in OPTIONS or k in NAME_AXES)]
+        bad = [k for k in o if k not in ("where", "skip") and (k not in OPTIONS or k in NAME_AXES)]
+        if o.get("skip", False) not in (True, False) or o.get("skip") and len(o) != 2:
+            bad = ["skip"]
         if bad or not isinstance(o.get("where", {}), dict):
             raise SweepError(
                 f"override {o}: {bad[0] if bad else 'where'} cannot be set per run "
                 f"(set options other than {', '.join(NAME_AXES)}; match them with where)"
             )
+
+    def matches(opts: dict, where: dict) -> bool:
+        values = lambda v: v if isinstance(v, list) else [v]  # noqa: E731
+        return all(
+            any(_canonical(k, opts.get(k, _default(k))) == _canonical(k, x) for x in values(v))
+            for k, v in where.items()
+        )
+
     specs, seen = [], {}
     for combo in itertools.product(*(options[k] for k in order)):
         opts = dict(zip(order, combo))
+        if any(o.get("skip") and matches(opts, o.get("where", {})) for o in overrides):
+            continue
         for o in overrides:
-            where = o.get("where", {})
-            if all(_canonical(k, opts.get(k, _default(k))) == _canonical(k, v) for k, v in where.items()):
+            if not o.get("skip") and matches(opts, o.get("where", {})):
                 opts.update({k: v for k, v in o.items() if k != "where"})
         name = run_name(opts, swept)
         if name in seen:
@@ -142,7 +155,7 @@ def load_grid_file(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any
             o["where"] = {norm(k): v for k, v in o["where"].items()}
     bad = [
         k
-        for k in [*options, *(k for o in overrides for k in [*o, *o.get("where", {})] if k != "where")]
+        for k in [*options, *(k for o in overrides for k in [*o, *o.get("where", {})] if k not in ("where", "skip"))]
         if k not in OPTIONS
     ]
     if bad:

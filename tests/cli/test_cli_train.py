@@ -149,6 +149,8 @@ def _sample(opt, tmp_path) -> list[str]:
         return ["1.5", "1.25"]  # in (1, 4]
     if opt.key in ("polish", "spectral_polish"):
         return ["3", "2"]  # rounds, in [0, 100]
+    if opt.key == "head_width":
+        return ["3", "0"]  # a width, or 0 for d + 1
     if opt.kind == "choice":
         return [opt.choices[0], opt.choices[-1]]
     if opt.kind == "path":
@@ -183,6 +185,7 @@ def test_every_option_has_one_flag_in_train_and_sweep_with_its_declared_default(
         args = vars(parser.parse_args(["train", "--out", "r", opt.flag, one]))
         assert args[key] == _parsed(one) and not set(args) & set(OPTIONS) - {key}, opt.flag
         dims = {"d": 2} if key == "x_cov" else {"noise": "uniform:0"} if key == "spectral_polish" else {}  # (2×2 Λ)
+        dims |= {"attention": "qkv"} if key == "head_width" else {}  # the family's head width
         assert opt.of(config_from_options({**dims, key: args[key]})) == opt.to_field(args[key])
         for flag in (opt.flag, *opt.aliases):
             assert vars(parser.parse_args(["sweep", "--root", "r", flag, one, two]))[key] == [
@@ -245,6 +248,11 @@ def test_resume_refuses_each_option_that_differs_and_takes_the_same_values(capsy
         "polish_tail": ("0", "0.5"),
         "spectral_polish": ("0", "2"),
         "start_as": ("diag", "gdpp"),
+        "attention": ("lsa", "qkv"),
+        "head_width": ("0", "3"),
+        "mlp": ("none", "relu"),
+        "mlp_width": ("32", "16"),
+        "quad": ("0", "0.5"),
     }
     assert set(values) == set(OPTIONS)
     same = [a for key, (v, _) in values.items() for a in (OPTIONS[key].flag, v)]

@@ -8,16 +8,17 @@ import pytest
 import torch
 
 import interp
+from interp.config import ModelConfig
 from interp.probes.implicit import implicit_model
 from interp.probes.linearity import LinearitySummary, implicit_maps, layer_linearity
-from interp.variants import VariantConfig, VariantTransformer
+from interp.variants import VariantTransformer, build
 from tests.helpers import random_diag, random_full, small_batch
 
 TABLE1 = Path(__file__).resolve().parents[2] / "experiments" / "zoo" / "best" / "uniform5"
 
 
 def variant(scale=0.15, **fields) -> VariantTransformer:
-    model = VariantTransformer(VariantConfig(d=4, n_layers=3, dtype="float64", **fields), init=False)
+    model = build(ModelConfig(d=4, n_layers=3, dtype="float64", **fields), init=False)
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in model.parameters():

@@ -139,6 +139,9 @@ def test_views_are_registered_in_order():
         "theorem51",
         "variants_linearity",
         "variants_loss",
+        "family_loss",
+        "family_readout",
+        "family_weights",
         "training_curves",
         "drift",
     ]

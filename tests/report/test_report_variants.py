@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from interp.config import ModelConfig
 from interp.evaluate import LossEstimate
 from interp.files import CheckpointError
 from interp.probes.linearity import StudyRow, VariantStudy, layer_linearity
 from interp.report import figures
 from interp.report.data import VARIANTS_STUDY, DriftCurves, ReportData, Settings, variants_study
-from interp.variants import VariantConfig, VariantTransformer
+from interp.variants import build
 from tests.helpers import random_full, small_batch
 
 SHIPPED = Path(__file__).resolve().parents[2] / "experiments" / "zoo" / VARIANTS_STUDY
@@ -24,7 +25,7 @@ def study() -> VariantStudy:
     """Two depths, a FULL model (residual at rounding) and a softmax one (not), with made-up losses."""
     tokens, rows = small_batch(d=4).tokens, []
     for L in (2, 3):
-        softmax = VariantTransformer(VariantConfig(d=4, n_layers=L, attention="softmax", init_scale=0.5 * L))
+        softmax = build(ModelConfig(d=4, n_layers=L, attention="softmax", init_scale=0.5 * L))
         for name, label, model, loss in (
             ("full", "FULL", random_full(n_layers=L), 0.2 / L),
             ("softmax", "softmax", softmax, 0.5),
@@ -74,7 +75,7 @@ def test_the_study_is_found_beside_the_models(tmp_path):
 
 @pytest.mark.skipif(not SHIPPED.is_file(), reason="the variants zoo is not shipped")
 def test_the_shipped_study_draws():
-    shipped = variants_study([SHIPPED.parent.parent / "table1"])
+    shipped = variants_study([SHIPPED.parent.parent / "best"])
     assert shipped is not None and {r.name for r in shipped.rows} >= {"full", "ffn_relu", "softmax"}
     assert [p.figure is not None for p in panels(data_of(shipped))] == [True, True]
     assert torch.isfinite(torch.tensor([r.loss.mean for r in shipped.rows])).all()

@@ -11,6 +11,8 @@ import, in the order of the modules imported here, which is the order of the rep
 - `theorem51`: Theorem 5.1 on the GD++ models at σ = 0: loss after K layers, the preconditioning map per layer;
 - `variants`: the variants study (FFN, softmax and kernel attention) beside the models: each layer's distance from
   Theorem 4.1's implicit linear model, loss vs layers;
+- `family`: the linear-attention family study beside the models: loss vs layers per variant, each layer's readout gap,
+  the gates' token weights against position and σ;
 - `training`: training and drift curves.
 """
 
@@ -40,6 +42,10 @@ from interp.report.figures.theorem51 import theorem51
 from interp.report.figures.variants import variants_linearity, variants_loss
 
 # isort: split
+# (the family views after the variants study's, in the same section)
+from interp.report.figures.family import family_loss, family_readout, family_weights
+
+# isort: split
 # (the training views register last: their section is the report's last)
 from interp.report.figures.training import drift, training_curves
 
@@ -53,6 +59,9 @@ __all__ = [
     "View",
     "after_k_layers",
     "drift",
+    "family_loss",
+    "family_readout",
+    "family_weights",
     "full_fits",
     "heatmaps",
     "implied_lambda",

@@ -1,0 +1,73 @@
+"""Training-step speed of the linear-attention family (interp.variants) against FULL's, as `interp train` runs them.
+
+    OMP_NUM_THREADS=1 python experiments/bench_family.py [--layers 4] [--steps 12] [--batch 2048]
+
+One process, one thread; d = 10, n = 20, one head, the fast preset's batch. Each step is the trainer's: a fresh batch
+(interp.train._loss: the guard, the draw), backward, the gradient clip and the fused Adam step. FULL takes the kernel's
+fused pass where this CPU has it (as the trainer does); the family trains through autograd on its parallel forms. The
+models' steps are interleaved round by round so that load changes hit them alike; reported: the median step and its
+ratio to FULL's. Prints a markdown table (appended by hand to experiments/results/bench_train.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from interp import kernel
+from interp.config import ATTENTIONS, ModelConfig, TrainConfig
+from interp.presets import resolve
+from interp.render import markdown
+from interp.train import _loss, adam, training_path
+from interp.variants import build
+
+VARIANTS = [("lsa", "none")] + [(a, "none") for a in ATTENTIONS if a != "lsa"]
+VARIANTS += [("lsa", "relu"), ("lsa", "quadratic")]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--batch", type=int, default=2048)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    setups = []
+    for attention, mlp in VARIANTS:
+        model_cfg = ModelConfig(n_layers=args.layers, attention=attention, mlp=mlp)
+        cfg = resolve(TrainConfig(model=model_cfg, batch=args.batch, steps=1000))
+        model = build(model_cfg, generator=torch.Generator().manual_seed(0))
+        params = list(model.parameters())
+        setups.append(
+            (model_cfg.family_label, cfg, model, params, adam(params, 1e-4), torch.Generator().manual_seed(1))
+        )
+    times = {s[0]: [] for s in setups}
+    for round_ in range(args.steps + 2):  # two warm-up rounds
+        for label, cfg, model, params, opt, gen in setups:
+            t = time.perf_counter()
+            loss, _ = _loss(model, cfg, gen)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            if round_ >= 2:
+                times[label].append(time.perf_counter() - t)
+    full = statistics.median(times[setups[0][0]])
+    rows = []
+    for label, cfg, *_ in setups:
+        med = statistics.median(times[label])
+        rows.append([label, training_path(cfg)["path"], f"{1e3 * med:.1f}", f"{med / full:.2f}"])
+    print(
+        f"CPU: {kernel.cpu_model()}; torch.backends.cpu.get_cpu_capability(): {kernel.cpu_capability()}; "
+        f"torch {torch.__version__}, 1 thread; L = {args.layers}, batch {args.batch}, d = 10, n = 20, one head, "
+        f"median of {args.steps} interleaved steps\n"
+    )
+    print(markdown(["model", "path", "step (ms)", "÷ FULL"], rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

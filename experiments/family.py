@@ -1,0 +1,209 @@
+"""The linear-attention family study (issue 52; docs/variants.md), measured from whatever runs of the grid are complete:
+
+    OMP_NUM_THREADS=1 interp sweep --root experiments/family_grid --grid experiments/family_grid.toml --workers 2 \\
+        --threads 1 --no-progress
+    OMP_NUM_THREADS=1 nice -n 5 python experiments/family.py [--root experiments/family_grid] [--eval-seq 100000]
+
+Per cell (prior, variant, depth): every finished seed's adjusted loss (Table 1's metric) on the same sequences, the best
+seed and the spread, the best seed's loss paired per sequence against the Table 1 zoo's FULL and DIAG of that depth
+and prior (TABLE1_ZOO; a missing file leaves the pair out) and its ratio to the Bayes floor (interp.baselines.Bayes);
+then on the best seed the per-layer linearity (interp.probes.linearity), the Jacobian readout's gap and, for decays and
+gates, the token weights ω_j against position and σ (interp.probes.readout.token_weights), DeltaNet's w^l against LMS
+and RLS, and Theorem 4.2's cosine per layer. Writes experiments/results/variants.md and .json, and exports each cell's
+best seed to experiments/zoo/family/<prior>/<variant><L>.safetensors (Run.export) for the report.
+
+This replaces the former experiments/variants.py, which trained a second way (its files in experiments/zoo/variants/
+still load through interp.load, and tests/test_variants_zoo.py still pins them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from interp import kernel
+from interp.baselines import Bayes, oracle_predict
+from interp.evalset import EvalSet
+from interp.evaluate import LossEstimate, adjusted_losses
+from interp.files import atomic_write_text
+from interp.probes.linearity import layer_linearity
+from interp.probes.readout import delta_vs_online, jacobian_readout, theorem42_cosine, token_weights
+from interp.render import markdown
+from interp.report import data as report_data
+from interp.run import Run, load
+from interp.tasks import prior_slug, sample_tasks
+from interp.variants import DECAYS
+
+ROOT = Path(__file__).resolve().parent.parent
+GRID_ROOT = ROOT / "experiments" / "family_grid"
+# <prior slug>/<arch><L>.safetensors; the folder's name is the report's one constant (interp.report.data.TABLE1_ZOO)
+TABLE1_ZOO = ROOT / "experiments" / "zoo" / report_data.TABLE1_ZOO
+FAMILY_ZOO = ROOT / "experiments" / "zoo" / "family"
+RESULTS = ROOT / "experiments" / "results"
+PROBE_SEQ = 512  # sequences of the probes (linearity, readout, token weights, cosine)
+
+
+def variant_name(cfg) -> str:
+    """retnet, delta, ..., lsa_quadratic: the cell's variant as the zoo names its file."""
+    return cfg.attention if cfg.mlp == "none" else f"{cfg.attention}_{cfg.mlp}"
+
+
+def cell_name(cfg) -> str:
+    """The variant, and _quad<c> for a run on the quadratic task (TrainConfig.quad)."""
+    return variant_name(cfg.model) + (f"_quad{cfg.quad:g}" if cfg.quad else "")
+
+
+def quad_losses(predictors: dict, prior: str, quad: float, n_seq: int) -> dict[str, torch.Tensor]:
+    """Per-sequence ½(ŷ − y_t)² − ½(ŷ_oracle − y_t)² on the quadratic task (interp.tasks, quad = c), the oracle the
+    linear ridge with the true σ (the adjusted loss's oracle; on this task it is no floor), seed 0, batches of
+    10 000."""
+    gen, out = torch.Generator().manual_seed(0), defaultdict(list)
+    for start in range(0, n_seq, 10_000):
+        batch = sample_tasks(min(10_000, n_seq - start), 10, 20, prior, gen, quad=quad)
+        base = 0.5 * (oracle_predict(batch) - batch.target) ** 2
+        for name, model in predictors.items():
+            with torch.no_grad():
+                out[name].append(0.5 * (model(batch.tokens) - batch.target) ** 2 - base)
+    return {name: torch.cat(parts) for name, parts in out.items()}
+
+
+def finished_runs(root: Path) -> dict[tuple[str, str, int], list[Run]]:
+    """(prior, variant, L) -> the complete runs of the grid root."""
+    cells = defaultdict(list)
+    for path in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        if not Run.is_run(path):
+            continue
+        run = Run(path)
+        if not run.is_complete():
+            continue
+        cfg = run.config()
+        cells[cfg.noise, cell_name(cfg), cfg.model.n_layers].append(run)
+    return cells
+
+
+def _estimate(diff: torch.Tensor) -> dict:
+    return LossEstimate.of(diff).to_dict()
+
+
+def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAMILY_ZOO) -> dict:
+    L, quad = runs[0].config().model.n_layers, runs[0].config().quad
+    models = {run.path.name: load(run.path) for run in runs}
+    zoo = {a: TABLE1_ZOO / prior_slug(prior) / f"{a}{L}.safetensors" for a in ("full", "diag")}
+    predictors = dict(models) | {a: load(p) for a, p in zoo.items() if p.is_file()}
+    if quad:  # the quadratic task: its own sequences, no Bayes floor
+        diffs = quad_losses(predictors, prior, quad, eval_seq)
+    else:
+        diffs = adjusted_losses(predictors | {"bayes": Bayes(prior)}, EvalSet(prior, n_seq=eval_seq, seed=0))
+    losses = {name: diffs[name].mean().item() for name in models}
+    best = min(losses, key=losses.get)
+    out = {
+        "layers": L,
+        "seeds": {name: _estimate(diffs[name]) for name in models},
+        "best": best,
+        "loss": _estimate(diffs[best]),
+        "spread": max(losses.values()) - min(losses.values()),
+        "quad": quad,
+        "bayes": _estimate(diffs["bayes"]) if "bayes" in diffs else None,
+        "ratio_to_bayes": losses[best] / diffs["bayes"].mean().item() if "bayes" in diffs else None,
+    }
+    for a in zoo:
+        if a in diffs:
+            out[f"vs_{a}"] = _estimate(diffs[best] - diffs[a])  # paired, per sequence
+    model = models[best]
+    batch = EvalSet(prior, n_seq=PROBE_SEQ, seed=1).draw()
+    out["linearity"] = layer_linearity(model, batch.tokens).summary().to_json()
+    readout = jacobian_readout(model, batch.tokens)
+    out["readout_gap_median"] = readout.gap.median(-1).values.tolist()
+    out["theorem42_cosine_median"] = theorem42_cosine(model, batch.tokens).median(-1).values.tolist()
+    cfg = model.cfg
+    if cfg.attention in DECAYS and cfg.mlp == "none":
+        tw = token_weights(model, batch.tokens[:128], batch.sigma[:128])
+        centres, by_sigma = tw.by_sigma(bins=4)
+        out["token_weights"] = {
+            "residual": tw.residual.tolist(),
+            "by_position": tw.by_position.tolist(),
+            "sigma": centres.tolist(),
+            "by_sigma": by_sigma.tolist(),
+        }
+    if cfg.attention == "delta" and cfg.mlp == "none":
+        out["delta_vs_online"] = delta_vs_online(readout, batch.tokens)
+    dest = zoo_out / prior_slug(prior) / f"{cell_name(runs[0].config())}{L}.safetensors"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    Run(runs[[r.path.name for r in runs].index(best)].path).export(dest)
+    out["file"] = str(dest.relative_to(ROOT)) if dest.is_relative_to(ROOT) else str(dest)
+    return out
+
+
+def render(cells: dict, meta: dict) -> str:
+    head = ["prior", "variant", "L", "seeds", "best adjusted loss", "spread", "− FULL (paired)", "− DIAG (paired)"]
+    head += ["÷ Bayes", "query linearity (last layer, median)", "readout gap", "Thm 4.2 cos"]
+    rows = []
+    for key, c in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+        prior, name, L = key
+        pair = lambda a: f"{c[a]['mean']:+.4g} ± {c[a]['stderr']:.2g}" if a in c else "–"  # noqa: E731, B023
+        rows.append([
+            prior, name, str(L), str(len(c["seeds"])), f"{c['loss']['mean']:.4g} ± {c['loss']['stderr']:.2g}",
+            f"{c['spread']:.3g}", pair("vs_full"), pair("vs_diag"),
+            "–" if c["ratio_to_bayes"] is None else f"{c['ratio_to_bayes']:.3g}",
+            f"{c['linearity']['query_median'][-1]:.2g}", f"{c['readout_gap_median'][-1]:.2g}",
+            f"{c['theorem42_cosine_median'][-1]:.3f}",
+        ])  # fmt: skip
+    text = ["# The linear-attention family on the paper's task", ""]
+    text.append(
+        f"Written by `python experiments/family.py` from the complete runs of `{meta['root']}` "
+        f"({meta['runs']} runs; grid `experiments/family_grid.toml`), adjusted loss on {meta['eval_seq']} sequences "
+        f"(seed 0; a _quad cell: its quadratic task, against the linear oracle ridge), probes on {PROBE_SEQ} "
+        f"(seed 1). Machine: {meta['machine']['cpu']}, {meta['machine']['cpu_capability']}. "
+        "Token weights and DeltaNet's LMS / RLS fits: variants.json."
+    )
+    text += ["", markdown(head, rows) if rows else "No run of the grid is complete yet.", ""]
+    return "\n".join(text)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", type=Path, default=GRID_ROOT)
+    ap.add_argument("--eval-seq", type=int, default=100_000)
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where variants.md / .json go")
+    ap.add_argument("--zoo", type=Path, default=FAMILY_ZOO, help="where each cell's best seed is exported")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    found = finished_runs(args.root)
+    cells = {key: measure_cell(key[0], runs, args.eval_seq, args.zoo) for key, runs in found.items()}
+    meta = {
+        "root": str(args.root),
+        "runs": sum(len(r) for r in found.values()),
+        "eval_seq": args.eval_seq,
+        "machine": {
+            "cpu": kernel.cpu_model() or platform.processor(),
+            "cpu_capability": kernel.cpu_capability(),
+            "threads": torch.get_num_threads(),
+        },
+        "wall_s": None,
+    }
+    meta["wall_s"] = time.perf_counter() - t0
+    args.out.mkdir(parents=True, exist_ok=True)
+    doc = {"meta": meta, "cells": [{"prior": k[0], "variant": k[1], **v} for k, v in sorted(cells.items())]}
+    atomic_write_text(args.out / "variants.json", json.dumps(doc, indent=1, default=_jsonable) + "\n")
+    atomic_write_text(args.out / "variants.md", render(cells, meta))
+    args.zoo.mkdir(parents=True, exist_ok=True)  # beside the exported models: what interp report draws
+    atomic_write_text(args.zoo / "summary.json", json.dumps(doc, indent=1, default=_jsonable) + "\n")
+    print(f"{len(cells)} cells from {meta['runs']} runs in {meta['wall_s']:.0f} s: {args.out / 'variants.md'}")
+    return 0
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,190 @@
+"""One readout for every model: w^l = ∂ŷ^l/∂x_t, the Jacobian of the prediction after l layers with respect to the
+query's input, and what it says about the linear-attention family (interp.variants).
+
+With the query masked as a key and no gate or normaliser of the query's own, ŷ^l is linear in x_t for a fixed
+context, so w^l is exact and ŷ^l = ⟨w^l, x_t⟩; on FULL and DIAG it is Theorem 4.1's w^l (Vladymyrov et al. 2024;
+tests/probes/test_readout.py holds it to interp.probes.implicit). Softmax, the kernels' normaliser, a ReLU or quadratic
+FFN make ŷ^l nonlinear in x_t: there w^l is a local readout and `gap` = |ŷ^l − ⟨w^l, x_t⟩| says how far it holds
+(interp.probes.linearity measures the whole token map).
+
+Token weights ("Gating is Weighting", Li, Tarzanagh, Rawat, Fazel, Oymak 2025, arXiv 2504.04308): one layer of gated
+linear attention computes weighted preconditioned GD, w = Γ Σ_j ω_j y_j x_j. `token_weights` fits each layer to that
+form through the label influences J_j = ∂w^l/∂y_j (= ω_j Γ x_j under the form, exactly where the gates do not read
+y_j): Γ shared by all contexts, ω_j per context and position, by alternating least squares, normalised to mean 1.
+`delta_vs_online` sets DeltaNet's w^l beside LMS and recursive-least-squares passes over the same context.
+
+Everything is float64, with the layer (l = 0..L) first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from interp.files import InvalidArgument, InvalidType
+from interp.variants import as_float64
+
+
+def _tokens(tokens) -> Tensor:
+    if not isinstance(tokens, Tensor) or not tokens.is_floating_point() or tokens.ndim != 3:
+        raise InvalidType("tokens must be a floating-point torch.Tensor [batch, n+1, d+1]")
+    return tokens.detach().double()
+
+
+@dataclass
+class Readout:
+    """Per layer l = 0..L and sequence: w^l = ∂ŷ^l/∂x_t, ŷ^l, and gap = |ŷ^l − ⟨w^l, x_t⟩| (0 where ŷ^l is linear in
+    x_t)."""
+
+    w: Float[Tensor, "L1 batch d"]
+    pred: Float[Tensor, "L1 batch"]
+    gap: Float[Tensor, "L1 batch"]
+
+
+def jacobian_readout(model, tokens: Float[Tensor, "batch pos D"]) -> Readout:
+    """w^l = ∂ŷ^l/∂x_t of any model (interp.variants.build) on `tokens`, by autograd in float64 (the sequences are
+    independent, so the gradient of Σ_b ŷ^l_b gives every sequence's)."""
+    model = as_float64(model)
+    x = _tokens(tokens).clone().requires_grad_(True)
+    preds = model.predict_per_layer(x)  # [L+1, batch]
+    ws = []
+    for l in range(preds.shape[0]):
+        if not preds[l].requires_grad:  # layer 0: ŷ⁰ = 0
+            ws.append(torch.zeros_like(x[:, -1, :-1]))
+            continue
+        (g,) = torch.autograd.grad(preds[l].sum(), x, retain_graph=True)
+        ws.append(g[:, -1, :-1])  # ∂ŷ^l/∂x_t
+    w = torch.stack(ws).detach()
+    pred = preds.detach()
+    gap = (pred - (w * x.detach()[None, :, -1, :-1]).sum(-1)).abs()
+    return Readout(w, pred, gap)
+
+
+def label_influence(model, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L1 batch n d"]:
+    """J_j = ∂w^l/∂y_j = ∂²ŷ^l/∂x_t ∂y_j for every layer, sequence and context position (double backward)."""
+    model = as_float64(model)
+    x = _tokens(tokens).clone().requires_grad_(True)
+    preds = model.predict_per_layer(x)
+    B, T, D = x.shape
+    out = torch.zeros(preds.shape[0], B, T - 1, D - 1, dtype=torch.float64)
+    for l in range(1, preds.shape[0]):
+        (g,) = torch.autograd.grad(preds[l].sum(), x, create_graph=True)
+        for c in range(D - 1):
+            (h,) = torch.autograd.grad(g[:, -1, c].sum(), x, retain_graph=True, allow_unused=False)
+            out[l, :, :, c] = h[:, :-1, -1].detach()
+    return out
+
+
+@dataclass
+class TokenWeights:
+    """The weighted preconditioned-GD fit w^l ≈ Γ^l Σ_j ω_j y_j x_j of every layer l = 1..L (index 0: layer 1)."""
+
+    gamma: Float[Tensor, "L d d"]  # Γ^l
+    omega: Float[Tensor, "L batch n"]  # ω_j per sequence and position, mean 1 over all of them
+    residual: Float[Tensor, "L"]  # ‖J − ω Γ x‖_F / ‖J‖_F over every sequence and position: how well the form holds
+    by_position: Float[Tensor, "L n"]  # mean ω_j over the sequences, per position j
+    sigma: Float[Tensor, "batch"]  # each sequence's noise std (given), for ω against σ
+
+    def by_sigma(self, bins: int = 5) -> tuple[Tensor, Tensor]:
+        """(bin centres [bins], mean ω over positions and the sequences whose σ falls in each bin [L, bins])."""
+        lo, hi = float(self.sigma.min()), float(self.sigma.max())
+        edges = torch.linspace(lo, hi + 1e-12, bins + 1, dtype=torch.float64)
+        idx = (torch.bucketize(self.sigma, edges) - 1).clamp(0, bins - 1)
+        per_seq = self.omega.mean(-1)  # [L, batch]
+        means = torch.stack([per_seq[:, idx == b].mean(-1) for b in range(bins)], dim=-1)
+        return (edges[1:] + edges[:-1]) / 2, means
+
+
+def token_weights(model, tokens: Float[Tensor, "batch pos D"], sigma: Tensor, iters: int = 50) -> TokenWeights:
+    """Fit every layer's label influences J_j = ∂w^l/∂y_j to ω_j Γ^l x_j (module docstring): alternating least
+    squares, Γ given ω in closed form, then ω_j = ⟨J_j, Γ x_j⟩ / ‖Γ x_j‖²; ω scaled to mean 1 (Γ takes the scale)."""
+    J = label_influence(model, tokens)[1:]  # [L, B, n, d]
+    x = _tokens(tokens)[:, :-1, :-1]  # [B, n, d]
+    L, B, n, d = J.shape
+    gammas, omegas, residuals = [], [], []
+    X = x.reshape(B * n, d)
+    for l in range(L):
+        Jl = J[l].reshape(B * n, d)
+        omega = torch.ones(B * n, dtype=torch.float64)
+        for _ in range(iters):
+            A = omega[:, None] * X  # J ≈ A Γᵀ
+            gamma = torch.linalg.lstsq(A, Jl).solution.T
+            GX = X @ gamma.T
+            omega = (Jl * GX).sum(-1) / (GX * GX).sum(-1).clamp_min(1e-300)
+        scale = omega.mean()
+        if scale.abs() > 0:
+            omega, gamma = omega / scale, gamma * scale
+        fit = omega[:, None] * (X @ gamma.T)
+        residuals.append((Jl - fit).norm() / Jl.norm().clamp_min(1e-300))
+        gammas.append(gamma)
+        omegas.append(omega.reshape(B, n))
+    omega = torch.stack(omegas)
+    sigma = torch.as_tensor(sigma, dtype=torch.float64).reshape(-1)
+    if sigma.shape[0] != B:
+        raise InvalidArgument(f"sigma must give one noise std per sequence ({B}), got {sigma.shape[0]}")
+    return TokenWeights(torch.stack(gammas), omega, torch.stack(residuals), omega.mean(1), sigma)
+
+
+def theorem42_cosine(model, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L1 batch"]:
+    """|cos| between the context's y slots after l layers, (y_i^l)_{i≤n}, and the quadratic feature (x_i(1)²)_{i≤n} of
+    the raw context, per layer and sequence (Theorem 4.2: at most 0.1 for linear layers when n ≫ d, with high
+    probability; a quadratic FFN can write it)."""
+    model = as_float64(model)
+    x = _tokens(tokens)
+    with torch.no_grad():
+        y = model.residual_stream(x)[:, :, :-1, -1]  # [L+1, B, n]
+    feat = x[:, :-1, 0] ** 2  # [B, n]
+    cos = (y * feat).sum(-1) / (y.norm(dim=-1) * feat.norm(dim=-1)).clamp_min(1e-300)
+    return cos.abs()
+
+
+def lms(tokens: Float[Tensor, "batch pos D"], eta: float) -> Float[Tensor, "batch d"]:
+    """One pass of LMS over the context from 0: w ← w + η (y_j − ⟨w, x_j⟩) x_j (the delta rule with k = x, v = y)."""
+    x = _tokens(tokens)
+    w = torch.zeros(x.shape[0], x.shape[2] - 1, dtype=torch.float64)
+    for j in range(x.shape[1] - 1):
+        xj, yj = x[:, j, :-1], x[:, j, -1]
+        w = w + eta * (yj - (w * xj).sum(-1))[:, None] * xj
+    return w
+
+
+def rls(tokens: Float[Tensor, "batch pos D"], lam: float) -> Float[Tensor, "batch d"]:
+    """Recursive least squares over the context from w = 0, P = I/λ (Sherman–Morrison per token): after the n tokens
+    it is ridge, (Σ + λI)⁻¹ α."""
+    x = _tokens(tokens)
+    B, d = x.shape[0], x.shape[2] - 1
+    w = torch.zeros(B, d, dtype=torch.float64)
+    P = torch.eye(d, dtype=torch.float64).expand(B, d, d) / lam
+    for j in range(x.shape[1] - 1):
+        xj, yj = x[:, j, :-1], x[:, j, -1]
+        Px = (P @ xj[..., None])[..., 0]
+        k = Px / (1 + (xj * Px).sum(-1, keepdim=True))
+        w = w + k * (yj - (w * xj).sum(-1))[:, None]
+        P = P - k[..., None] * Px[:, None, :]
+    return w
+
+
+def delta_vs_online(
+    readout: Readout, tokens: Float[Tensor, "batch pos D"], etas=None, lams=None
+) -> dict[str, list[float]]:
+    """Per layer l = 1..L: the best LMS step η and RLS λ (grids) for w^l, and the relative error ‖w^l − w‖ / ‖w^l‖
+    (median over sequences) of each, beside that of OLS; DeltaNet's w^l is an LMS-like pass when its error is small."""
+    etas = torch.logspace(-3, 0, 25).tolist() if etas is None else etas
+    lams = torch.logspace(-2, 3, 26).tolist() if lams is None else lams
+    err = lambda w, ref: float(((w - ref).norm(dim=-1) / ref.norm(dim=-1).clamp_min(1e-300)).median())  # noqa: E731
+    cand_lms = {eta: lms(tokens, eta) for eta in etas}
+    cand_rls = {lam: rls(tokens, lam) for lam in lams}
+    out = {"eta": [], "lms_error": [], "lam": [], "rls_error": [], "ols_error": []}
+    ols = rls(tokens, 1e-9)
+    for w in readout.w[1:]:
+        eta = min(cand_lms, key=lambda e: err(cand_lms[e], w))
+        lam = min(cand_rls, key=lambda v: err(cand_rls[v], w))
+        out["eta"].append(eta)
+        out["lms_error"].append(err(cand_lms[eta], w))
+        out["lam"].append(lam)
+        out["rls_error"].append(err(cand_rls[lam], w))
+        out["ols_error"].append(err(ols, w))
+    return out

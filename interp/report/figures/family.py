@@ -1,0 +1,126 @@
+"""The linear-attention family side by side (experiments/family.py, docs/variants.md): adjusted loss against layers per
+variant, each layer's readout gap, and the gates' token weights ω_j against position and σ. Drawn only where the
+report's models sit beside a family study (<their folder's parent>/family/summary.json: interp.report.data)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from interp.report.data import ReportData
+from interp.report.figures.base import _axes, _subplots, view
+from interp.tasks import prior_slug
+
+FLOOR = 1e-18  # a readout gap at rounding is drawn here on the log axis
+PALETTE = ["#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#7F7F7F", "#BCBD22"]
+PALETTE += ["#17BECF", "#393B79", "#AD494A", "#637939"]
+
+
+def _priors(data: ReportData) -> list:
+    """One panel per training prior of the study, where the report sits beside one (else the views are left out)."""
+    cells = (data.family or {}).get("cells") or []
+    return [(prior, [c for c in cells if c["prior"] == prior]) for prior in dict.fromkeys(c["prior"] for c in cells)]
+
+
+def _colors(cells: list) -> dict:
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted({c["variant"] for c in cells}))}
+
+
+@view(
+    lambda data, item: f"family-loss-{prior_slug(item[0])}",
+    lambda data, item: f"The linear-attention family on {item[0]}: adjusted loss vs number of layers",
+    section="probes",
+    height=440,
+    probed=False,
+    each=_priors,
+    caption=(
+        "Each variant's best seed (experiments/family_grid.toml, FULL's fast-preset budget at each depth), adjusted "
+        "loss on the prior's sequences, log y, ± one standard error; the Table 1 zoo's FULL and DIAG of each depth "
+        "as the paired differences in experiments/results/variants.md. A _quad cell is scored on its quadratic task."
+    ),
+)
+def family_loss(data: ReportData, item) -> go.Figure:
+    _, cells = item
+    colors, fig = _colors(cells), go.Figure()
+    for name in sorted({c["variant"] for c in cells}):
+        rows = sorted((c for c in cells if c["variant"] == name), key=lambda c: c["layers"])
+        fig.add_trace(
+            go.Scatter(
+                x=[c["layers"] for c in rows],
+                y=[c["loss"]["mean"] for c in rows],
+                error_y=dict(type="data", array=[c["loss"]["stderr"] for c in rows], visible=True),
+                mode="lines+markers",
+                name=name,
+                line=dict(color=colors[name]),
+                hovertemplate=f"{name}, L=%{{x}}: %{{y:.4g}}<extra></extra>",
+            )
+        )
+    _axes(fig, "layers L", "adjusted loss", ylog=True, dtick=1)
+    return fig
+
+
+@view(
+    lambda data, item: f"family-readout-{prior_slug(item[0])}",
+    lambda data, item: f"The linear-attention family on {item[0]}: how linear each layer's readout is",
+    section="probes",
+    height=440,
+    probed=False,
+    each=_priors,
+    caption=(
+        "Per layer l of each variant's deepest best seed, the median over sequences of |ŷ^l − ⟨w^l, x_t⟩| with w^l "
+        "= ∂ŷ^l/∂x_t (interp.probes.readout): rounding (drawn at 1e-18) for the linear family, whose query never "
+        "writes; softmax, the kernels' normaliser and nonlinear FFNs leave it. Log y."
+    ),
+)
+def family_readout(data: ReportData, item) -> go.Figure:
+    _, cells = item
+    colors, fig = _colors(cells), go.Figure()
+    for name in sorted({c["variant"] for c in cells}):
+        cell = max((c for c in cells if c["variant"] == name), key=lambda c: c["layers"])
+        gaps = cell["readout_gap_median"][1:]
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(1, len(gaps) + 1)),
+                y=[max(g, FLOOR) for g in gaps],
+                mode="lines+markers",
+                name=f"{name} (L={cell['layers']})",
+                line=dict(color=colors[name]),
+            )
+        )
+    _axes(fig, "layer l", "readout gap (median)", ylog=True, dtick=1)
+    return fig
+
+
+@view(
+    lambda data, item: f"family-weights-{prior_slug(item[0])}",
+    lambda data, item: f"Gating is weighting on {item[0]}: the weight ω_j of each context token",
+    section="probes",
+    height=440,
+    probed=False,
+    each=_priors,
+    caption=(
+        "Each decay / gate variant's last layer fitted to weighted preconditioned GD, w = Γ Σ_j ω_j y_j x_j (Li et al. "
+        "2025, Gating is Weighting; interp.probes.readout.token_weights), ω of mean 1: left, ω_j against the "
+        "position j (1 = earliest); right, the mean ω of a sequence against its noise σ. The task wants equal weights "
+        "(ω = 1); a weight that rises with σ or falls to the early tokens is what the gate learned."
+    ),
+)
+def family_weights(data: ReportData, item) -> go.Figure:
+    _, cells = item
+    colors = _colors(cells)
+    fig = _subplots(2, titles=["ω_j against position j", "mean ω against the sequence's σ"], horizontal_spacing=0.08)
+    for c in sorted((c for c in cells if "token_weights" in c), key=lambda c: (c["variant"], c["layers"])):
+        tw, label = c["token_weights"], f"{c['variant']} (L={c['layers']})"
+        pos = tw["by_position"][-1]
+        fig.add_trace(
+            go.Scatter(x=list(range(1, len(pos) + 1)), y=pos, mode="lines+markers", name=label,
+                       legendgroup=label, line=dict(color=colors[c["variant"]])),
+            row=1, col=1,
+        )  # fmt: skip
+        fig.add_trace(
+            go.Scatter(x=tw["sigma"], y=tw["by_sigma"][-1], mode="lines+markers", name=label, legendgroup=label,
+                       showlegend=False, line=dict(color=colors[c["variant"]])),
+            row=1, col=2,
+        )  # fmt: skip
+    _axes(fig, "position j", "ω_j", row=1, col=1)
+    _axes(fig, "σ", "mean ω", row=1, col=2)
+    return fig

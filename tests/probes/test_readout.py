@@ -1,0 +1,117 @@
+"""interp.probes.readout: the Jacobian readout against Theorem 4.1, token weights against a known decay, Theorem 4.2's
+cosine on linear and quadratic models, LMS / RLS against the delta rule and ridge. float64, tiny sizes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import interp
+from interp.config import ModelConfig
+from interp.probes.implicit import implicit_model
+from interp.probes.readout import (
+    delta_vs_online,
+    jacobian_readout,
+    rls,
+    theorem42_cosine,
+    token_weights,
+)
+from interp.variants import build
+from tests.helpers import random_diag, random_full, small_batch
+
+
+@pytest.mark.parametrize("make", [random_full, random_diag, lambda: random_diag(param="gdpp")])
+def test_the_jacobian_is_theorem_41s_w_on_full_and_diag(make):
+    model, tokens = make(), small_batch(d=4).tokens
+    got, want = jacobian_readout(model, tokens), implicit_model(model, tokens)
+    torch.testing.assert_close(got.w, want.w, rtol=1e-10, atol=1e-12)
+    assert float(got.gap.max()) <= 1e-12 * (1 + float(got.pred.abs().max()))
+    assert float(want.w[-1].abs().max()) > 1e-2  # not trivially zero
+
+
+def _random(attention, mlp="none", scale=0.3):
+    model = build(ModelConfig(d=4, n_layers=2, n_heads=2, attention=attention, mlp=mlp, head_width=3, dtype="float64"))
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(scale * torch.randn(p.shape, generator=g, dtype=torch.float64))
+    return model
+
+
+@pytest.mark.parametrize("attention", ["qkv", "causal", "retnet", "gated", "gla", "delta"])
+def test_the_linear_family_is_linear_in_the_query(attention):
+    r = jacobian_readout(_random(attention), small_batch(d=4).tokens)
+    assert float(r.gap.max()) <= 1e-12 * float(r.pred.abs().max()) and float(r.w[-1].abs().max()) > 1e-3
+
+
+@pytest.mark.parametrize("attention, mlp", [("softmax", "none"), ("kernel_norm", "none"), ("causal", "quadratic")])
+def test_softmax_normalisers_and_quadratic_ffns_are_not(attention, mlp):
+    r = jacobian_readout(_random(attention, mlp, scale=0.5), small_batch(d=4).tokens)
+    assert float(r.gap[-1].median()) > 1e-4
+
+
+def _retnet_regressor(d: int, gamma: float):
+    """One RetNet head with k = q = x, v = y, W_O writing −o into y, decay γ: ŷ = Σ_j γ^{n−j} y_j ⟨x_j, x_t⟩."""
+    model = build(ModelConfig(d=d, n_layers=1, attention="retnet", head_width=d + 1, dtype="float64"), init=False)
+    a = model.blocks[0].attn
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        a.W_K[0, :d, :d] = torch.eye(d, dtype=torch.float64)
+        a.W_Q[0, :d, :d] = torch.eye(d, dtype=torch.float64)
+        a.W_V[0, 0, d] = 1.0
+        a.W_O[0, d, 0] = -0.1
+        a.decay_logit.fill_(math.log(gamma / (1 - gamma)))
+    return model
+
+
+def test_token_weights_recover_a_known_decay():
+    """w = 0.1 Σ_j γ^{n−j} y_j x_j: Γ = c I and ω_j ∝ γ^{n−j} (mean 1), with residual at rounding."""
+    d, n, gamma = 3, 8, 0.8
+    batch = small_batch(d=d, n=n)
+    tw = token_weights(_retnet_regressor(d, gamma), batch.tokens, batch.sigma)
+    want = gamma ** torch.arange(n - 1, -1, -1, dtype=torch.float64)
+    want = want / want.mean()
+    torch.testing.assert_close(tw.by_position[0], want, rtol=1e-8, atol=1e-10)
+    assert float(tw.residual[0]) < 1e-10
+    torch.testing.assert_close(tw.gamma[0], tw.gamma[0][0, 0] * torch.eye(d, dtype=torch.float64), atol=1e-9, rtol=0)
+    centres, by_sigma = tw.by_sigma(bins=2)
+    torch.testing.assert_close(by_sigma[0], torch.ones(2, dtype=torch.float64), rtol=1e-8, atol=1e-8)  # σ-blind
+    assert centres.shape == (2,)
+
+
+def test_theorem_42_linear_layers_miss_x1_squared_and_a_quadratic_ffn_writes_it():
+    d, n = 3, 400
+    tokens = interp.sample_tasks(32, d, n, "fixed:0", torch.Generator().manual_seed(0), dtype=torch.float64).tokens
+    linear = random_full(d=d, n_layers=2, scale=0.05)
+    cos = theorem42_cosine(linear, tokens)
+    assert float(cos[-1].median()) <= 0.1  # Theorem 4.2 (n ≫ d)
+    quad = build(ModelConfig(d=d, n_layers=1, mlp="quadratic", mlp_width=1, dtype="float64"), init=False)
+    with torch.no_grad():
+        for p in quad.parameters():
+            p.zero_()
+        m = quad.blocks[0].mlp
+        m.W_in[0, 0] = m.W_b[0, 0] = 1.0  # (x(1)) ⊙ (x(1))
+        m.W_out[d, 0] = 100.0  # into y
+    assert float(theorem42_cosine(quad, tokens)[-1].min()) > 0.99
+
+
+def test_the_delta_rule_with_k_x_is_lms_and_rls_ends_at_ridge():
+    d, n, eta = 3, 8, 0.05
+    model = build(ModelConfig(d=d, n_layers=1, attention="delta", head_width=d, dtype="float64"), init=False)
+    a = model.blocks[0].attn
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        a.W_K[0, :, :d] = a.W_Q[0, :, :d] = torch.eye(d, dtype=torch.float64)
+        a.W_V[0, 0, d] = 1.0
+        a.W_O[0, d, 0] = -1.0
+        a.b_beta.fill_(math.log(eta / (1 - eta)))  # β = η for every token
+    batch = small_batch(d=d, n=n)
+    out = delta_vs_online(jacobian_readout(model, batch.tokens), batch.tokens, etas=[0.01, eta, 0.2], lams=[1.0])
+    assert out["eta"] == [eta] and out["lms_error"][0] < 1e-12
+    x, y, lam = batch.tokens[:, :-1, :-1], batch.tokens[:, :-1, -1], 0.7
+    ridge = torch.linalg.solve(x.mT @ x + lam * torch.eye(d, dtype=torch.float64), (x.mT @ y[..., None]))[..., 0]
+    torch.testing.assert_close(rls(batch.tokens, lam), ridge, rtol=1e-10, atol=1e-12)

@@ -1,0 +1,70 @@
+"""The report's family views: drawn from a family study beside the models (experiments/family.py's summary.json),
+left out without one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from interp.files import CheckpointError
+from interp.report import figures
+from interp.report.data import FAMILY_STUDY, DriftCurves, ReportData, Settings, family_study
+
+VIEWS = ("family_loss", "family_readout", "family_weights")
+
+
+def cell(prior, variant, L, loss, weights=False):
+    out = {
+        "prior": prior, "variant": variant, "layers": L, "loss": {"mean": loss, "stderr": 0.01 * loss},
+        "readout_gap_median": [0.0] + [1e-17 if variant != "softmax" else 1e-3] * L,
+    }  # fmt: skip
+    if weights:
+        out["token_weights"] = {
+            "by_position": [[0.5 + 0.1 * j for j in range(10)]] * L,
+            "sigma": [1.0, 3.0],
+            "by_sigma": [[0.9, 1.1]] * L,
+        }
+    return out
+
+
+STUDY = {
+    "meta": {},
+    "cells": [
+        cell("uniform:5", "retnet", 2, 0.3, weights=True),
+        cell("uniform:5", "retnet", 4, 0.1, weights=True),
+        cell("uniform:5", "softmax", 2, 0.5),
+        cell("categorical:1,3", "retnet", 2, 0.25, weights=True),
+    ],
+}
+
+
+def panels(family):
+    data = ReportData([], {}, {}, {}, DriftCurves(), Settings.quick(), family=family)
+    return [p for v in figures.REGISTRY if v.draw.__name__ in VIEWS for p in v.panels(data)]
+
+
+def test_every_view_draws_one_panel_per_prior():
+    drawn = panels(STUDY)
+    assert sorted(p.id for p in drawn) == sorted(
+        f"family-{v}-{p}" for v in ("loss", "readout", "weights") for p in ("uniform5", "cat13")
+    )
+    loss = next(p.figure for p in drawn if p.id == "family-loss-uniform5")
+    assert {t.name: list(t.x) for t in loss.data} == {"retnet": [2, 4], "softmax": [2]}
+    assert loss.layout.yaxis.type == "log"
+    gap = next(p.figure for p in drawn if p.id == "family-readout-uniform5")
+    assert {t.name: max(t.y) for t in gap.data} == {"retnet (L=4)": 1e-17, "softmax (L=2)": 1e-3}
+    weights = next(p.figure for p in drawn if p.id == "family-weights-uniform5")
+    assert len(weights.data) == 4 and list(weights.data[0].y)[:2] == [0.5, 0.6]  # two retnet depths × two panels
+
+
+def test_no_study_no_panels_and_the_study_is_found_beside_the_models(tmp_path):
+    assert panels(None) == []
+    zoo = tmp_path / "zoo"
+    (zoo / "family").mkdir(parents=True)
+    (zoo / "full2_uniform5").mkdir()
+    (zoo / FAMILY_STUDY).write_text(json.dumps(STUDY))
+    assert family_study([zoo / "full2_uniform5"]) == STUDY and family_study([tmp_path / "x" / "run"]) is None
+    (zoo / FAMILY_STUDY).write_text('{"cells": 3}')
+    with pytest.raises(CheckpointError, match="not a family study"):
+        family_study([zoo / "full2_uniform5"])

@@ -1,0 +1,80 @@
+"""The family study's pieces: the grid file (experiments/family_grid.toml, with the sweep's skip overrides), the
+quadratic task, and a tiny sweep of the family end to end."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from interp.config import ModelConfig, TrainConfig
+from interp.presets import resolve
+from interp.sweep.grid import SweepError, expand, load_grid_file
+from interp.tasks import sample_tasks
+
+ROOT = Path(__file__).resolve().parent.parent
+GRID = ROOT / "experiments" / "family_grid.toml"
+
+
+def test_the_family_grid_plans_every_variant_with_fulls_budget():
+    specs = expand(*load_grid_file(GRID))
+    assert not [s.error for s in specs if s.error]
+    cells = collections.Counter((s.options["attention"], s.options["mlp"], s.options["quad"]) for s in specs)
+    assert len(cells) == 13 and set(cells.values()) == {14}  # 2 priors × (3 seeds at 2 and 4 layers + 1 at 7)
+    assert ("lsa", "none", 0.0) not in cells and ("qkv", "quadratic", 0.0) not in cells
+    assert {c for c in cells if c[2]} == {("lsa", m, 1.0) for m in ("none", "relu", "quadratic")}
+    assert {s.options["seed"] for s in specs if s.options["layers"] == 7} == {0}
+    for s in specs:  # the fast preset's steps and peak lr of FULL at that depth
+        want = resolve(TrainConfig(model=ModelConfig(n_layers=s.cfg.model.n_layers), noise=s.cfg.noise))
+        got = resolve(s.cfg)
+        assert (got.steps, got.lr, got.stress) == (want.steps, want.lr, want.stress), s.name
+
+
+def test_skip_overrides_match_lists_and_refuse_options_beside_them():
+    specs = expand({"layers": [2, 4], "seed": [0, 1]}, [{"where": {"layers": 4, "seed": [1]}, "skip": True}])
+    assert sorted((s.options["layers"], s.options["seed"]) for s in specs) == [(2, 0), (2, 1), (4, 0)]
+    with pytest.raises(SweepError, match="skip"):
+        expand({"layers": [2]}, [{"where": {"layers": 2}, "skip": True, "lr": 0.1}])
+
+
+def test_the_quadratic_task_adds_c_x1_squared_minus_one_to_every_label():
+    g = lambda: torch.Generator().manual_seed(3)  # noqa: E731
+    plain, quad = sample_tasks(64, 3, 5, "uniform:1", g()), sample_tasks(64, 3, 5, "uniform:1", g(), quad=0.5)
+    torch.testing.assert_close(quad.y - plain.y, 0.5 * (plain.x[..., 0] ** 2 - 1), rtol=0, atol=1e-6)
+    torch.testing.assert_close(quad.target - plain.target, 0.5 * (plain.x_query[:, 0] ** 2 - 1), rtol=0, atol=1e-6)
+    assert torch.equal(quad.tokens[:, -1, -1], torch.zeros(64))  # the query's label stays masked
+    assert "quad" not in TrainConfig().to_dict() and TrainConfig(quad=0.5).to_dict()["quad"] == 0.5
+
+
+def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
+    """Two tiny runs of the sweep (a RetNet on the paper's task, FULL + quadratic FFN on the quadratic one), then
+    experiments/family.py: one cell each, the best seed exported, the readout exact on the RetNet."""
+    from interp.cli import main
+    from tests.helpers import experiment_script
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        'arch = "full"\nlayers = 1\nbatch = 16\nsteps = 4\nnoise = "uniform:5"\nseeds = [0]\ncheckpoints = 2\n'
+        'attention = ["retnet", "lsa"]\nmlp = ["none", "quadratic"]\nquad = [0.0, 1.0]\n'
+        '[[override]]\nwhere = { attention = "retnet", mlp = "quadratic" }\nskip = true\n'
+        '[[override]]\nwhere = { attention = "retnet", quad = 1.0 }\nskip = true\n'
+        '[[override]]\nwhere = { attention = "lsa", mlp = "none" }\nskip = true\n'
+        '[[override]]\nwhere = { attention = "lsa", quad = 0.0 }\nskip = true\n'
+    )
+    root = tmp_path / "root"
+    assert main(["sweep", "--root", str(root), "--grid", str(grid), "--threads", "1", "--no-progress"]) == 0
+    family = experiment_script("family")
+    out = tmp_path / "out"
+    family.main(["--root", str(root), "--eval-seq", "500", "--out", str(out), "--zoo", str(tmp_path / "zoo")])
+    doc = json.loads((out / "variants.json").read_text())
+    cells = {c["variant"]: c for c in doc["cells"]}
+    assert set(cells) == {"retnet", "lsa_quadratic_quad1"}
+    assert cells["retnet"]["ratio_to_bayes"] > 1 and cells["lsa_quadratic_quad1"]["ratio_to_bayes"] is None
+    assert max(cells["retnet"]["readout_gap_median"]) < 1e-6 and "token_weights" in cells["retnet"]
+    assert (tmp_path / "zoo" / "uniform5" / "retnet1.safetensors").is_file()
+    assert "retnet" in (out / "variants.md").read_text()
+    run = next(p for p in root.iterdir() if "retnet" in p.name)  # interp probe reads the paper's model only
+    assert main(["probe", str(run), "--json", str(tmp_path / "p.json"), "--probe-seq", "64"]) == 2
