@@ -1,7 +1,8 @@
 """Drift study (issues 5, 12): do FULL L-layer matrices move toward the DIAG structure during training?
 
 Runs `interp.probes.drift` over every complete L-layer FULL run it finds (experiments/zoo/full<L>_*,
-experiments/zoo/studies/short_recipe/seeds/full<L>_*, experiments/zoo/studies/short_recipe/drift/full<L>_*; L = --layers, default 4), caches each trajectory's
+experiments/zoo/studies/short_recipe/seeds/full<L>_*,
+experiments/zoo/studies/short_recipe/drift/full<L>_*; L = --layers, default 4), caches each trajectory's
 metrics in experiments/results/drift/<run>.json (recomputed when the run's last step or the settings change),
 compares the final FULL models with the DIAG references (experiments/zoo/diag<L>_*) in distribution and per σ (FULL,
 its DIAG projection, DIAG), and writes experiments/results/drift.json (drift<L>.json for L ≠ 4) plus markdown tables

@@ -3,7 +3,8 @@
 The Table 1 grid ships only each run's final checkpoint. The drift study needs the trajectory, so this script
 retrains the best seed of every chosen cell (`experiments/results/table1_grid.json`, `interp table --json`) with the
 same config (`interp train`, the fast preset, 30 geometric checkpoints) into `experiments/zoo/trajectories/<run>`;
-where the grid itself kept that run's trajectory (FULL-7 on uniform:7 and {1,3,5}), it is copied instead. Resumable: rerunning it resumes unfinished runs from their resume state and skips finished ones; `--workers` runs go
+where the grid itself kept that run's trajectory (FULL-7 on uniform:7 and {1,3,5}), it is copied instead.
+Resumable: rerunning it resumes unfinished runs from their resume state and skips finished ones; `--workers` runs go
 at once, each one torch thread (and `nice`, so interactive work keeps its core).
 
     OMP_NUM_THREADS=1 python experiments/train_trajectories.py --arch full --layers 7 --workers 2
@@ -35,7 +36,9 @@ OUT = ROOT / "zoo" / "trajectories"
 def best_runs(arch: str, layers: int) -> list[tuple[str, int]]:
     """(prior, best seed) of every prior's (arch, layers) cell of the Table 1 grid, in the grid's prior order."""
     cells = json.loads(GRID.read_text())["cells"]
-    return [(key.split("|")[1], cell["best_seed"]) for key, cell in cells.items() if key.split("|")[0] == f"{arch}{layers}"]
+    return [
+        (key.split("|")[1], cell["best_seed"]) for key, cell in cells.items() if key.split("|")[0] == f"{arch}{layers}"
+    ]
 
 
 def command(arch: str, layers: int, prior: str, seed: int) -> list[str]:
