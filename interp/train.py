@@ -734,6 +734,9 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         run.write_config(cfg)
     state = _resumed_state(cfg, run) if resume else _fresh_state(cfg, run, 1.0)
     machine = training_path(cfg)
+    # Adam finished, yet no final checkpoint (deleted): where the last phase writes it (a polish, an embedding) it is
+    # written again below; else it is the resume state's model itself, restored bit for bit.
+    restore = state.step == cfg.steps and not (cfg.polish or cfg.spectral_polish or state.model.cfg != cfg.model)
     while True:
         if state.step < cfg.steps:
             run.record_trained_on(state.step, "adam", machine, fresh=state.step == 0)
@@ -757,8 +760,13 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         omegas, rounds = spectral_polish(model.gdpp_omegas(), cfg, cfg.spectral_polish)
         model, mean = LinearTransformer.from_gdpp_omegas(omegas, cfg.model).to(cfg.device), rounds[-1][1]
     model = _as_run_model(model, cfg)
-    if cfg.polish or cfg.spectral_polish or model is not state.model:  # the polished (or embedded) model: last
-        run.save_checkpoint(model, cfg.steps, cfg)
+    if cfg.polish or cfg.spectral_polish or model is not state.model or restore:  # the polished (or embedded) model
+        path = run.save_checkpoint(model, cfg.steps, cfg)
+        if state.step == cfg.steps:
+            _note(f"{run_dir}: its final checkpoint was missing; {path.name} written again from the resume state")
+    if restore:  # the loss of the last logging window, as the run recorded it
+        rows = run.read_metrics()
+        mean = float(rows[-1]["loss"]) if rows and "loss" in rows[-1] else mean
     return TrainResult(model=model, run_dir=run_dir, step=cfg.steps, loss=mean)
 
 
