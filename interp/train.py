@@ -21,7 +21,14 @@ from tqdm.auto import tqdm
 from interp import checkpoints as ck
 from interp import kernel, moments, presets
 from interp.config import TrainConfig, check_device
-from interp.files import CheckpointError, InterpError, InvalidArgument, InvalidType, atomic_write_text
+from interp.files import (
+    CheckpointError,
+    InterpError,
+    InvalidArgument,
+    InvalidType,
+    atomic_write_text,
+    available_memory,
+)
 from interp.model import LinearTransformer
 from interp.noise_free import EigenSample, gdpp_log_residual, robust_half_square, spectral_proposal
 from interp.params import FULL, nests
@@ -610,15 +617,8 @@ def recursion_bytes(cfg: TrainConfig) -> int:
 
 
 def _available_memory() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes, or None where it cannot be read."""
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f.read(1 << 16).decode(errors="replace").splitlines():
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    """Bytes this process can still use: MemAvailable or its cgroup's headroom, the smaller (files.available_memory)."""
+    return available_memory()
 
 
 def check_memory(cfg: TrainConfig) -> None:
@@ -631,7 +631,8 @@ def check_memory(cfg: TrainConfig) -> None:
     if have is not None and need > 0.8 * have:
         raise InvalidArgument(
             f"--batch {cfg.batch} x --layers {cfg.model.n_layers} x (--d {cfg.model.d} + 2)² needs about "
-            f"{need / 2**30:.1f} GiB per step, more than the {have / 2**30:.1f} GiB this machine has free; "
+            f"{need / 2**30:.1f} GiB per step, more than the {have / 2**30:.1f} GiB free here (MemAvailable, or the "
+            "memory cgroup's limit less its usage); "
             "lower --batch, --layers or --d"
         )
 
