@@ -144,3 +144,17 @@ def test_a_bad_grid_file_is_one_line(tmp_path, text, needle):
     with pytest.raises(SweepError) as info:
         load_grid_file(path)
     assert needle in one_line(info.value) and str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("rows", [[[1.0, 0.9], [0.0, 1.0]], [[1.0, 2.0], [2.0, 1.0]]])
+def test_x_cov_flag_refuses_what_is_not_symmetric_positive_definite(tmp_path, capsys, rows):
+    import json
+
+    from tests.helpers import run_cli
+
+    cov = tmp_path / "cov.json"
+    cov.write_text(json.dumps(rows))
+    argv = ["train", "--arch", "diag", "--layers", "1", "--d", "2", "--n", "4", "--steps", "5"]
+    code, _, err = run_cli(capsys, *argv, "--x-cov", cov, "--out", tmp_path / "run")
+    assert code == 2 and err.count("\n") == 1 and ("symmetric" in err or "positive definite" in err), err
+    assert not (tmp_path / "run").exists()
