@@ -86,7 +86,7 @@ def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = 
         bad = [k for k in o if k != "where" and (k not in OPTIONS or k in NAME_AXES)]
         if bad:
             raise SweepError(
-                f"override {o!r:.200}: {bad[0]!r} cannot be set per run "
+                f"override {o!r:.200}: {bad[0]} cannot be set per run "
                 f"(set options other than {', '.join(NAME_AXES)}; match them with where)"
             )
         where = o.get("where", {})
