@@ -92,6 +92,8 @@ def sweep(
     if not isinstance(runs, Mapping) and not (isinstance(runs, list) and all(isinstance(r, RunSpec) for r in runs)):
         raise InvalidType(f"runs must be a dict of option values or a list of RunSpec, got {type(runs).__name__}")
     root = as_path(root, "root")
+    if not isinstance(check, bool):
+        raise InvalidType(f"check must be True or False, got {check!r:.60}")
     if backend not in ("local", "ray"):
         raise SweepError(f"unknown backend {backend!r} (local or ray)")
     if workers < 1 or threads < 1 or retries < 0 or eval_seq < 0 or gpus_per_run < 0:
