@@ -202,10 +202,15 @@ def _check_meta(path: Path, meta: dict[str, Any]) -> None:
     if step is not None and (type(step) is not int or step < 0):
         raise CheckpointError(f"{path}: checkpoint step must be an integer >= 0, got {step!r:.60}")
     noise = meta.get("noise")
+    if noise is not None and not isinstance(noise, str):
+        raise CheckpointError(
+            f"{path}: the metadata field noise (the training noise prior) must be a spec string, got "
+            f"{type(noise).__name__} {noise!r:.60}"
+        )
     if noise is not None:
         try:
             as_prior(noise)
-        except ValueError as err:
+        except (ValueError, TypeError) as err:
             raise CheckpointError(f"{path}: bad training noise prior in the metadata ({err})") from None
     n = meta.get("n")
     if n is not None and (type(n) is not int or not 1 <= n <= MAX_N):

@@ -196,8 +196,25 @@ def adjusted_losses(predictors: Predictors, data: "EvalSet | ScoredSet") -> dict
     diffs: dict[str, list[Tensor]] = {name: [] for name in preds}
     for batch, base in _scored(data):
         for name, predict in preds.items():
-            diffs[name].append(half_se(predict(batch), batch.target) - base)
+            y_hat = _prediction(name, predict(batch), len(batch.target), diffs[name])
+            diffs[name].append(half_se(y_hat, batch.target.to(y_hat.device)) - base.to(y_hat.device))
     return {name: torch.cat(parts, dim=-1) for name, parts in diffs.items()}
+
+
+def _prediction(name: str, y_hat, batch: int, before: list[Tensor]) -> Tensor:
+    """A predictor's ŷ of one batch, checked: a real floating tensor [..., batch] of the leading shape it returned on
+    the batches before (InvalidType / InvalidArgument naming the predictor)."""
+    if not isinstance(y_hat, Tensor) or not y_hat.is_floating_point():
+        tensor = isinstance(y_hat, Tensor)
+        got = f"a {str(y_hat.dtype).removeprefix('torch.')} tensor" if tensor else type(y_hat).__name__
+        raise InvalidType(f"predictor {name!r}: must return ŷ, a floating tensor [batch], got {got}")
+    if y_hat.device.type == "meta":
+        raise InvalidArgument(f"predictor {name!r}: returned a tensor on the meta device (no values)")
+    if y_hat.ndim == 0 or y_hat.shape[-1] != batch or (before and y_hat.shape[:-1] != before[0].shape[:-1]):
+        want = f"[..., {batch}]" if not before else f"{[*before[0].shape[:-1], batch]}"
+        got = list(y_hat.shape)
+        raise InvalidArgument(f"predictor {name!r}: returned shape {got} for a batch of {batch}, want {want}")
+    return y_hat
 
 
 def evaluate(predictors: Predictors, data: "EvalSet | ScoredSet") -> dict[str, LossEstimate]:

@@ -218,3 +218,70 @@ def read_regular_tail(path: str | Path, count: int, limit: int = MAX_FILE_BYTES,
     """At most the last `count` bytes of a regular file of at most `limit` bytes (a log being appended to)."""
     with open_regular(path, limit, what) as f:
         return f.tail(count)
+
+
+# Where available_memory looks (tests point these at fake trees).
+PROC_ROOT = Path("/proc")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+UNLIMITED = 1 << 60  # a cgroup v1 limit at or above this is none (the kernel reports 2^63 rounded to a page)
+
+
+def available_memory(proc: Path | None = None, cgroup: Path | None = None) -> int | None:
+    """Bytes this process can still use: the smaller of the machine's MemAvailable and the headroom of every memory
+    cgroup above it (its limit less its usage, page cache it can reclaim counted as free): cgroup v2 `memory.max` and
+    `memory.current`, v1 `memory.limit_in_bytes` and `memory.usage_in_bytes`. In a container MemAvailable is the
+    host's, and a process past its cgroup's limit is killed by the OOM killer without a word. None where nothing can
+    be read."""
+    proc, cgroup = PROC_ROOT if proc is None else Path(proc), CGROUP_ROOT if cgroup is None else Path(cgroup)
+    found = []
+    meminfo = _pseudo_text(proc / "meminfo")
+    for line in (meminfo or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            with contextlib.suppress(ValueError, IndexError):
+                found.append(int(line.split()[1]) * 1024)
+    for line in (_pseudo_text(proc / "self" / "cgroup") or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, where = parts
+        if controllers == "":  # v2: the unified hierarchy
+            found += _cgroup_headrooms(cgroup, where, "memory.max", "memory.current", "inactive_file")
+        elif "memory" in controllers.split(","):  # v1
+            found += _cgroup_headrooms(
+                cgroup / "memory", where, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"
+            )
+    return min(found) if found else None
+
+
+def _cgroup_headrooms(base: Path, where: str, limit_file: str, usage_file: str, reclaimable: str) -> list[int]:
+    """The headroom (limit - usage + reclaimable page cache) of the cgroup at `where` under `base` and of each one
+    above it that has a limit."""
+    out = []
+    parts = [p for p in where.strip().split("/") if p]
+    for depth in range(len(parts), -1, -1):
+        here = base.joinpath(*parts[:depth])
+        limit = (_pseudo_text(here / limit_file) or "").strip()
+        if not limit or limit == "max":
+            continue
+        try:
+            limit_bytes, usage = int(limit), int((_pseudo_text(here / usage_file) or "").strip())
+        except ValueError:
+            continue
+        if limit_bytes >= UNLIMITED:
+            continue
+        cache = 0
+        for line in (_pseudo_text(here / "memory.stat") or "").splitlines():
+            key, _, value = line.partition(" ")
+            if key == reclaimable and value.strip().isdigit():
+                cache = int(value)
+        out.append(max(0, limit_bytes - usage + cache))
+    return out
+
+
+def _pseudo_text(path: Path) -> str | None:
+    """The first 64 KiB of a /proc or /sys file (their sizes say nothing), or None."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 16).decode(errors="replace")
+    except OSError:
+        return None

@@ -161,6 +161,55 @@ def _as_tensor(name: str, value) -> Tensor:
         raise InvalidType(f"{name} must be a tensor (or nested lists of numbers), got {type(value).__name__}") from None
 
 
+def _weights(name: str, value) -> Tensor:
+    """Weights as a tensor: a tensor (or array) must be real floating point (never complex, whose imaginary part a cast
+    drops silently, nor integer or bool) and hold values (not on the meta device); nested lists of real numbers become
+    float64. InvalidType / InvalidArgument naming `name`."""
+    given = isinstance(value, Tensor) or hasattr(value, "__array__")
+    value = _as_tensor(name, value)
+    if not given and not value.is_complex() and value.dtype != torch.bool:
+        value = value.to(torch.float64)  # nested lists of ints
+    if value.is_complex() or not value.is_floating_point():
+        raise InvalidType(f"{name} must be real floating point, got {str(value.dtype).removeprefix('torch.')}")
+    if value.device.type == "meta":
+        raise InvalidArgument(f"{name} is on the meta device: it holds no values to take weights from")
+    return value
+
+
+def _check_device(name: str, value: Tensor, device: torch.device) -> None:
+    """InvalidArgument when `value` is on the meta device or on another device than the model's weights."""
+    if value.device.type == "meta":
+        raise InvalidArgument(f"{name} is on the meta device: it holds no values to run the model on")
+    if value.device != device:
+        raise InvalidArgument(f"{name} is on {value.device}, the model on {device}; move one with .to()")
+
+
+def _check_pos_slice(pos_slice, n_pos: int) -> None:
+    """pos_slice as TransformerLens takes it (None, an int, a slice, a (start, stop[, step]) tuple, a list or tensor of
+    indices), every index within the n + 1 = `n_pos` positions; InvalidArgument / InvalidType otherwise."""
+    if pos_slice is None or isinstance(pos_slice, slice):
+        return
+    if isinstance(pos_slice, tuple):  # TransformerLens reads a tuple as slice(*tuple)
+        try:
+            slice(*pos_slice).indices(n_pos)
+        except (TypeError, ValueError) as err:
+            raise InvalidArgument(f"pos_slice {pos_slice!r:.60} is not (start, stop[, step]) ({err})") from None
+        return
+    if isinstance(pos_slice, Tensor):
+        if pos_slice.is_floating_point() or pos_slice.is_complex() or pos_slice.ndim > 1:
+            raise InvalidType(f"pos_slice must hold integer positions, got a {pos_slice.dtype} tensor")
+        indices = pos_slice.reshape(-1).tolist()
+    elif isinstance(pos_slice, list):
+        indices = pos_slice
+    else:
+        indices = [pos_slice]
+    for i in indices:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise InvalidType(f"pos_slice must be an int, a slice, a tuple or a list of ints, got {pos_slice!r:.60}")
+        if not -n_pos <= i < n_pos:
+            raise InvalidArgument(f"pos_slice: position {i} is out of range for the {n_pos} positions (n + 1)")
+
+
 class LinearAttention(nn.Module):
     """One multi-head linear self-attention layer, parameterized as FULL, DIAG or GD++."""
 
@@ -305,8 +354,10 @@ class LinearTransformer(HookedRootModule):
         every gradient as `<hook name>_grad`, the input tokens' included. pos_slice slices the
         positional activations only; hook_stats (S, no position axis) is cached whole.
         """
+        self._check_tokens(tokens, cast=False)  # a list, None or meta tokens: one line before any hook is set
         if remove_batch_dim and tokens.shape[0] != 1:
             raise InvalidArgument(f"remove_batch_dim needs a batch of 1, got tokens of shape {list(tokens.shape)}")
+        _check_pos_slice(pos_slice, tokens.shape[1])
         cache_dict, fwd, bwd = self.get_caching_hooks(
             names_filter, incl_bwd, device, remove_batch_dim, pos_slice=pos_slice
         )
@@ -430,6 +481,7 @@ class LinearTransformer(HookedRootModule):
             )
         if tokens.shape[0] == 0:
             raise InvalidArgument("tokens: empty batch (batch size 0)")
+        _check_device("tokens", tokens, next(self.parameters()).device)
         return tokens.to(self.cfg.torch_dtype) if cast else tokens
 
     # ------------------------------------------------------------------ weights
@@ -453,7 +505,7 @@ class LinearTransformer(HookedRootModule):
     @classmethod
     def from_matrices(cls, P: Tensor, Q: Tensor, dtype: str | None = None) -> "LinearTransformer":
         """A FULL model with the given P, Q of shape [L, H, d+1, d+1]."""
-        P, Q = _as_tensor("P", P), _as_tensor("Q", Q)
+        P, Q = _weights("P", P), _weights("Q", Q)
         if P.ndim != 4 or P.shape != Q.shape or P.shape[-1] != P.shape[-2] or P.shape[-1] < 2:
             raise InvalidArgument(f"P and Q must both be [L, H, d+1, d+1], got {list(P.shape)} and {list(Q.shape)}")
         if not (P.is_floating_point() and Q.is_floating_point()):
@@ -476,7 +528,7 @@ class LinearTransformer(HookedRootModule):
 
         Head 1: p_x = 1, q_x = ω_xx, q_y = ω_xy; head 2: p_y = 1, q_x = ω_yx, q_y = ω_yy.
         """
-        omegas = _as_tensor("omegas", omegas).to(torch.float64)
+        omegas = _weights("omegas", omegas).to(torch.float64)
         if omegas.ndim != 2 or omegas.shape[1] != 4:
             raise InvalidArgument(f"omegas must be [L, 4], got {list(omegas.shape)}")
         if not torch.isfinite(omegas).all():
@@ -516,7 +568,7 @@ class LinearTransformer(HookedRootModule):
         head 0 with p_x = ω_xx, p_y = ω_yx, q_x = 1, the other heads 0, embedded in cfg's parameterization."""
         gdpp = cls(dataclasses.replace(cfg, param=params.GDPP.name), init=False)
         with torch.no_grad():
-            for block, (w_xx, w_yx) in zip(gdpp.blocks, _as_tensor("omegas", omegas).to(torch.float64)):
+            for block, (w_xx, w_yx) in zip(gdpp.blocks, _weights("omegas", omegas).double()):
                 a = block.attn
                 for weight, value in ((a.p_x, w_xx), (a.p_y, w_yx), (a.q_x, 1.0)):
                     weight.zero_()

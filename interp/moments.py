@@ -36,7 +36,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from interp import kernel, params
-from interp.files import InvalidArgument, InvalidType, read_regular_file
+from interp.files import InvalidArgument, InvalidType, available_memory, read_regular_file
 from interp.tasks import TaskDraw, draw_tasks
 
 
@@ -537,12 +537,29 @@ def predict(
     width = None if on_kernel else padded_width(D + 1) if width is None else width
     if width is not None and width < D + 1:
         raise InvalidArgument(f"width must be >= d + 2 = {D + 1}, got {width}")
+    if width is not None and width > D + 1:  # a width of the caller's: Ŝ [batch, width, width] must fit in memory
+        _check_width_memory(width, tokens, cfg.n_layers)
     ctx = tokens[:, :-1]
     S0 = ctx.mT @ ctx  # S^0 = Σ_{j≤n} e_j e_jᵀ over the context (the query is not a key)
     q0 = tokens[:, -1]
     kind, W1, W2 = layer_maps(model)
     save = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (S0, q0, W1, W2))
     return MomentRecursion.apply(S0, q0, W1, W2, kind, width, save)
+
+
+def _check_width_memory(width: int, tokens: Tensor, n_layers: int) -> None:
+    """InvalidArgument when the torch recursion at `width` would hold more than 80% of the memory this process can
+    still use (files.available_memory: MemAvailable or its cgroup's headroom): about 4 + 2L matrices [batch, width,
+    width] (Ŝ, its products, and the saved ones autograd keeps), checked before any is allocated."""
+    if tokens.device.type != "cpu":
+        return
+    need = tokens.element_size() * tokens.shape[0] * width * width * (4 + 2 * n_layers)
+    have = available_memory()
+    if have is not None and need > 0.8 * have:
+        raise InvalidArgument(
+            f"width {width}: the recursion on {tokens.shape[0]} sequences needs about {need / 2**30:.1f} GiB, more "
+            f"than the {have / 2**30:.1f} GiB free here (MemAvailable, or the memory cgroup's limit less its usage)"
+        )
 
 
 def _check_model(model) -> None:

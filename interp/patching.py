@@ -29,6 +29,7 @@ S and the tokens to come from one context).
 
 from __future__ import annotations
 
+import numbers
 from typing import Callable, Mapping
 
 import torch
@@ -118,7 +119,15 @@ def generic_activation_patch(
         )
     if not callable(patching_metric):
         raise InvalidType(f"patching_metric must be a function ŷ -> number, got {type(patching_metric).__name__}")
+    if not callable(patch_setter):
+        raise InvalidType(f"patch_setter must be a function, got {type(patch_setter).__name__}")
     sizes = {"layer": model.cfg.n_layers, "pos": corrupted_tokens.shape[1], "head": model.cfg.n_heads}
+    if isinstance(index_axis_names, str) or not isinstance(index_axis_names, (tuple, list)):
+        raise InvalidType(f"index_axis_names must be a tuple of axis names, got {index_axis_names!r:.60}")
+    bad = [a for a in index_axis_names if not isinstance(a, str) or a not in sizes]
+    if bad or not index_axis_names or index_axis_names[0] != "layer":
+        why = f"unknown axis {bad[0]!r:.40}" if bad else "the first must be 'layer'"
+        raise InvalidArgument(f"index_axis_names {tuple(index_axis_names)!r:.80}: {why} (axes: layer, then pos, head)")
     shape = [sizes[axis] for axis in index_axis_names]
     values = []
     for flat in range(int(torch.tensor(shape).prod())):
@@ -131,6 +140,12 @@ def generic_activation_patch(
                 f"clean_cache has no {name!r}: cache the clean run with model.run_with_cache(tokens) "
                 "(no names_filter, pos_slice or remove_batch_dim)"
             ) from None
+        if not isinstance(clean, Tensor) or not clean.is_floating_point():
+            tensor = isinstance(clean, Tensor)
+            got = str(clean.dtype).removeprefix("torch.") + " tensor" if tensor else type(clean).__name__
+            raise InvalidType(
+                f"clean_cache[{name!r}] must be a floating tensor (model.run_with_cache(tokens)'s), got {got}"
+            )
 
         def hook(activation: Tensor, hook, index=index, clean=clean, name=name) -> Tensor:
             if activation.shape != clean.shape:
@@ -142,8 +157,23 @@ def generic_activation_patch(
 
         with torch.no_grad():
             out = model.run_with_hooks(corrupted_tokens, fwd_hooks=[(name, hook)])
-            values.append(torch.as_tensor(patching_metric(out)).detach())
+            values.append(_metric_value(patching_metric(out), index, values[0] if values else None))
     return torch.stack(values).reshape(*shape, *values[0].shape)
+
+
+def _metric_value(value, index: list[int], first: Tensor | None) -> Tensor:
+    """The metric's value at `index` as a tensor: a number or a numeric tensor, of one shape at every index."""
+    if isinstance(value, bool) or not (isinstance(value, (Tensor, numbers.Real)) or hasattr(value, "__array__")):
+        raise InvalidType(f"patching_metric must return a number or a tensor, got {type(value).__name__} at {index}")
+    value = torch.as_tensor(value).detach()
+    if value.is_complex() or value.dtype == torch.bool:
+        raise InvalidType(f"patching_metric must return real numbers, got {value.dtype} at {index}")
+    if first is not None and value.shape != first.shape:
+        raise InvalidArgument(
+            f"patching_metric returned shape {list(value.shape)} at {index}, {list(first.shape)} at the first index: "
+            "it must return one shape for every patch"
+        )
+    return value
 
 
 # --------------------------------------------------------------------------- TransformerLens's functions
@@ -222,6 +252,10 @@ def recovery_metric(
             "clean_out and corrupted_out must have one shape, "
             f"got {list(clean_out.shape)} and {list(corrupted_out.shape)}"
         )
+    for name, t in (("clean_out", clean_out), ("corrupted_out", corrupted_out)):
+        if not bool(torch.isfinite(t).all()):
+            what = "NaN" if bool(torch.isnan(t).any()) else "inf"
+            raise InvalidArgument(f"{name} holds {what} (a model whose prediction overflowed): no recovery to measure")
     clean = clean_out.detach()
     base = ((corrupted_out.detach() - clean) ** 2).mean()
     if not base > 0:

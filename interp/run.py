@@ -340,6 +340,9 @@ class Run:
                 row = json.loads(line)
                 if not isinstance(row, dict) or type(row.get("step")) is not int:
                     raise InvalidArgument("no integer 'step'")
+                loss = row.get("loss")
+                if "loss" in row and (isinstance(loss, bool) or not isinstance(loss, (int, float))):
+                    raise InvalidArgument(f"its loss is {loss!r:.40}, not a number")
             except (ValueError, RecursionError) as err:
                 if i == len(lines) - 1:  # no newline after it: torn by a crash
                     break
@@ -403,7 +406,7 @@ class Run:
                     break
                 except BlockingIOError:
                     if attempt == 19:
-                        pid = _read_pid(fd)
+                        pid = _holder(fd)
                         raise RunLocked(
                             f"{self.path}: another process (PID {pid if pid else 'unknown'}) is "
                             "writing this run; wait for it or stop it",
@@ -430,7 +433,7 @@ class Run:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except OSError as err:
                 if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    return _read_pid(fd) or -1
+                    return _holder(fd) or -1
                 return None
             fcntl.flock(fd, fcntl.LOCK_UN)
             return None
@@ -445,6 +448,58 @@ class Run:
         ckpts = self.checkpoints()
         at = f"its last checkpoint is step {ckpts[-1][0]}" if ckpts else "it has no checkpoint yet"
         return f"{self.path} is training (PID {pid if pid > 0 else 'unknown'}); {at}"
+
+
+def _holder(fd: int) -> int | None:
+    """The PID of the live process holding the lock open on `fd` (None: not known). The PID the lock file holds is the
+    one that wrote it, which need not be the holder: the lock belongs to an open file, and a process forked by the
+    writer (a worker) keeps it after the writer is gone, as does a writer that took the lock but has not written its
+    PID yet. So the file's PID is taken only when that process has the lock file open; else the one other process that
+    has it open (found under /proc) is named."""
+    written = _read_pid(fd)
+    holders = _openers(fd)
+    if holders is None:  # no /proc to look in: the file's PID if that process lives
+        return written if written and _alive(written) else None
+    if written in holders or (written and not holders and _alive(written)):
+        return written
+    return holders[0] if len(holders) == 1 else None
+
+
+def _openers(fd: int) -> list[int] | None:
+    """The other processes that have the file open on `fd` open (those this user may inspect), from /proc/PID/fd; None
+    where there is no /proc."""
+    st = os.fstat(fd)
+    me, found = os.getpid(), []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue
+        for f in fds:
+            try:
+                other = os.stat(f"/proc/{name}/fd/{f}")
+            except OSError:
+                continue
+            if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                found.append(int(name))
+                break
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
 
 
 def _read_pid(fd: int) -> int | None:

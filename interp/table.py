@@ -26,6 +26,7 @@ a rerun, a copy of the runs elsewhere or a fresh clone with the committed cache 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -38,7 +39,15 @@ from interp.config import TrainConfig, describe_covariance
 from interp.evalcache import CACHE_FILE, EvalCache, baseline_subject, cached_loss, cached_losses
 from interp.evalset import EvalSet
 from interp.evaluate import TABLE1_COLUMNS, dominated, paper_table, paper_value, precise
-from interp.files import CheckpointError, InvalidArgument, InvalidType, as_path, read_regular_file
+from interp.files import (
+    CheckpointError,
+    InvalidArgument,
+    InvalidType,
+    as_path,
+    atomic_write_bytes,
+    read_regular_file,
+)
+from interp.limits import MAX_TEXT_BYTES
 from interp.model import LinearTransformer
 from interp.params import DIAG, FULL, GDPP, Parameterization, of
 from interp.render import DASH, markdown, number
@@ -699,6 +708,42 @@ def render_parameters(params: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def user_cache_dir() -> Path:
+    """Where interp caches for a user: $XDG_CACHE_HOME/interp, else ~/.cache/interp."""
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "interp"
+
+
+def _unwritable(cache: Path) -> bool:
+    """Whether the default cache file cannot be written where it is (a read-only root, or a read-only file)."""
+    parent = cache.parent
+    if not parent.is_dir() or cache.is_dir():
+        return False  # refused by _check_writable, naming the problem
+    return not os.access(parent, os.W_OK | os.X_OK) or (cache.exists() and not os.access(cache, os.W_OK))
+
+
+def _user_cache(cache: Path, log: Callable[[str], None]) -> Path:
+    """The evaluation cache of a read-only root, in the user's cache directory (one file per root, named by its
+    absolute path), seeded with the root's own cache when it has one (its entries are keyed by checkpoint content)."""
+    root = cache.parent.resolve()
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+    mine = user_cache_dir() / f"{cache.stem}-{root.name}-{digest}{cache.suffix}"
+    try:
+        mine.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvalidArgument(
+            f"{cache.parent} is not writable and the user cache directory {mine.parent} cannot be made "
+            f"({err.strerror}); name a writable cache file (interp table --cache)"
+        ) from None
+    if not mine.exists() and cache.exists():
+        try:
+            atomic_write_bytes(mine, read_regular_file(cache, MAX_TEXT_BYTES, "evaluation cache"))
+        except (OSError, ValueError) as err:  # an unreadable root cache: start afresh (EvalCache warns on bad ones)
+            log(f"note: {cache} not copied ({err})")
+    log(f"note: {root} is not writable; evaluations are cached in {mine}")
+    return mine
+
+
 def _check_writable(cache: Path | None) -> None:
     """InvalidArgument naming the evaluation cache file when it cannot be written: its directory missing or not
     writable, or the file a directory or read-only."""
@@ -768,6 +813,8 @@ def table1(
         if not root.is_dir():
             raise InvalidArgument(f"{root}: not a directory (a root holds run directories)")
     cache_path = as_path(cache, "cache") if cache else (roots[0] / CACHE_FILE if roots else None)
+    if not cache and cache_path is not None and _unwritable(cache_path):  # a read-only root: the user's cache directory
+        cache_path = _user_cache(cache_path, log)
     _check_writable(cache_path)  # before any evaluation, not when the first result is stored
     store = EvalCache(cache_path, log=lambda text: log(f"warning: {text}"))
     noise = [as_prior(p).spec for p in noise] if noise else None

@@ -265,10 +265,15 @@ def _check_draw(generator, dtype, device) -> None:
 
 
 def _check_cov(name: str, cov, d: int) -> Tensor | None:
-    """A covariance argument as a float64 [d, d] tensor with finite entries (None stays None); positive
-    definiteness is checked where its Cholesky factor is taken (_gaussian)."""
+    """A covariance argument as a float64 [d, d] tensor: real, finite, symmetric (to rounding: 1e-12 of its largest
+    entry, as interp.config.covariance) and positive definite (None stays None); one line naming it otherwise. A
+    Cholesky factor reads one triangle only, so an asymmetric matrix would be sampled as another, silently."""
     if cov is None:
         return None
+    if isinstance(cov, Tensor) and (cov.is_complex() or cov.dtype == torch.bool):
+        raise InvalidType(f"{name} must be a real d×d matrix, got a {str(cov.dtype).removeprefix('torch.')} tensor")
+    if isinstance(cov, Tensor) and cov.device.type == "meta":
+        raise InvalidArgument(f"{name} is on the meta device: it holds no values")
     try:
         m = torch.as_tensor(cov, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):
@@ -279,6 +284,13 @@ def _check_cov(name: str, cov, d: int) -> Tensor | None:
         raise InvalidArgument(f"{name} must be {d}×{d} (d={d}), got shape {list(m.shape)}")
     if not bool(torch.isfinite(m).all()):
         raise InvalidArgument(f"{name} must have finite entries")
+    asym = float((m - m.T).abs().max()) if d else 0.0
+    if asym > 1e-12 * float(m.abs().max()):
+        raise InvalidArgument(f"{name} must be symmetric (largest |Λ_ij − Λ_ji| is {asym:.3g})")
+    m = (m + m.T) / 2
+    if d and int(torch.linalg.cholesky_ex(m).info) != 0:
+        low = float(torch.linalg.eigvalsh(m)[0])
+        raise InvalidArgument(f"{name} must be positive definite (smallest eigenvalue {low:.3g})")
     return m
 
 

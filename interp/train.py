@@ -21,7 +21,14 @@ from tqdm.auto import tqdm
 from interp import checkpoints as ck
 from interp import kernel, moments, presets
 from interp.config import TrainConfig, check_device
-from interp.files import CheckpointError, InterpError, InvalidArgument, InvalidType, atomic_write_text
+from interp.files import (
+    CheckpointError,
+    InterpError,
+    InvalidArgument,
+    InvalidType,
+    atomic_write_text,
+    available_memory,
+)
 from interp.model import LinearTransformer
 from interp.noise_free import EigenSample, gdpp_log_residual, robust_half_square, spectral_proposal
 from interp.params import FULL, nests
@@ -626,15 +633,8 @@ def recursion_bytes(cfg: TrainConfig) -> int:
 
 
 def _available_memory() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes, or None where it cannot be read."""
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f.read(1 << 16).decode(errors="replace").splitlines():
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    """Bytes this process can still use: MemAvailable or its cgroup's headroom, the smaller (files.available_memory)."""
+    return available_memory()
 
 
 def check_memory(cfg: TrainConfig) -> None:
@@ -647,7 +647,8 @@ def check_memory(cfg: TrainConfig) -> None:
     if have is not None and need > 0.8 * have:
         raise InvalidArgument(
             f"--batch {cfg.batch} x --layers {cfg.model.n_layers} x (--d {cfg.model.d} + 2)² needs about "
-            f"{need / 2**30:.1f} GiB per step, more than the {have / 2**30:.1f} GiB this machine has free; "
+            f"{need / 2**30:.1f} GiB per step, more than the {have / 2**30:.1f} GiB free here (MemAvailable, or the "
+            "memory cgroup's limit less its usage); "
             "lower --batch, --layers or --d"
         )
 
@@ -751,6 +752,9 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         run.write_config(cfg)
     state = _resumed_state(cfg, run) if resume else _fresh_state(cfg, run, 1.0)
     machine = training_path(cfg)
+    # Adam finished, yet no final checkpoint (deleted): where the last phase writes it (a polish, an embedding) it is
+    # written again below; else it is the resume state's model itself, restored bit for bit.
+    restore = state.step == cfg.steps and not (cfg.polish or cfg.spectral_polish or state.model.cfg != cfg.model)
     while True:
         if state.step < cfg.steps:
             run.record_trained_on(state.step, "adam", machine, fresh=state.step == 0)
@@ -774,8 +778,13 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         omegas, rounds = spectral_polish(model.gdpp_omegas(), cfg, cfg.spectral_polish)
         model, mean = LinearTransformer.from_gdpp_omegas(omegas, cfg.model).to(cfg.device), rounds[-1][1]
     model = _as_run_model(model, cfg)
-    if cfg.polish or cfg.spectral_polish or model is not state.model:  # the polished (or embedded) model: last
-        run.save_checkpoint(model, cfg.steps, cfg)
+    if cfg.polish or cfg.spectral_polish or model is not state.model or restore:  # the polished (or embedded) model
+        path = run.save_checkpoint(model, cfg.steps, cfg)
+        if state.step == cfg.steps:
+            _note(f"{run_dir}: its final checkpoint was missing; {path.name} written again from the resume state")
+    if restore:  # the loss of the last logging window, as the run recorded it
+        rows = run.read_metrics()
+        mean = float(rows[-1]["loss"]) if rows and "loss" in rows[-1] else mean
     return TrainResult(model=model, run_dir=run_dir, step=cfg.steps, loss=mean)
 
 

@@ -202,6 +202,31 @@ def _input_covariance(models: list[ResolvedModel], paths: list[str]) -> Matrix |
     return next(iter(first), None)
 
 
+def _note_step(m: ResolvedModel) -> None:
+    """Say on stderr which step was read when a run directory's last checkpoint is not its final step."""
+    if m.run is None or m.checkpoint == Path(m.path) or m.config is None:
+        return
+    from interp.presets import resolve
+
+    total = resolve(m.config).steps
+    if m.step == total:
+        return
+    why = "the run is unfinished (interp train --resume RUN goes on)"
+    if m.run.has_resume() and m.run.writer() is None:
+        from interp import checkpoints as ck
+
+        try:
+            at = ck.read_tensors(m.run.resume_path)[1].get("step")
+        except ValueError:  # CheckpointError: an unreadable resume state
+            at = None
+        if at == total:
+            why = "its final checkpoint is missing; interp train --resume RUN restores it from the resume state"
+    print(
+        f"interp eval: note: {m.path}: read the checkpoint of step {m.step}, not the run's last step {total}: {why}",
+        file=sys.stderr,
+    )
+
+
 def cmd_eval(args) -> int:
     import torch
 
@@ -225,6 +250,8 @@ def cmd_eval(args) -> int:
     note_training(args.models, "interp eval")
     paths = args.models
     models = [resolve_model(path) for path in paths]  # what each path is: model, step, prior, d, n, Λ
+    for m in models:
+        _note_step(m)
     noise, d, n = _setting(models, paths, args)  # each model on the prior, d and n it was trained on
     if args.chunk * (n + 1) * (d + 1) > MAX_BATCH_ELEMENTS:
         raise ArgError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -81,6 +82,7 @@ def cmd_report(args) -> int:
             raise ArgError(f"{zoo}: holds no run directories with checkpoints and no best/ directory")
     out = Path(args.out)
     if not out.is_dir() and not out.parent.exists():
+        _refuse_inside_a_run(out)  # before creating a directory there
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -103,3 +105,16 @@ def cmd_report(args) -> int:
     print(summary_text(data))
     print(f"\nwrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.0f} s)")
     return 0
+
+
+def _refuse_inside_a_run(out: Path) -> None:
+    """ArgError when the nearest existing directory above `out` is one of a run's own (its checkpoints/, say): the
+    directories --out would create there are refused before one is made."""
+    from interp.run import Run
+
+    for above in Path(os.path.abspath(out)).parents:
+        if above.exists():
+            run = Run.owns(above)
+            if run is not None:
+                raise ArgError(f"--out: {out} is inside the run {run.path}'s own files; write elsewhere")
+            return

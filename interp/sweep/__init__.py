@@ -19,13 +19,45 @@ from typing import Any, Iterable, Mapping
 
 from interp.config import OPTIONS, config_from_options
 from interp.evalcache import CACHE_FILE, open_cache, run_loss
-from interp.files import InvalidType, as_path
+from interp.files import InterpError, InvalidType, as_path
 from interp.run import Run
-from interp.sweep.executors import RAY_MISSING, Task, run_local, run_ray, run_task
+from interp.sweep.executors import RAY_MISSING, Task, refuse_when_bootstrapping, run_local, run_ray, run_task
 from interp.sweep.grid import NAME_AXES, RunSpec, SweepError, expand, load_grid_file, run_name
 from interp.sweep.planning import RunState, last_step, plan
 from interp.sweep.progress import Progress
 from interp.sweep.summary import EVAL_SEQ, SWEEP_FILE, end_table, read_summary
+
+
+class SweepFailed(InterpError, RuntimeError):
+    """Runs of a sweep failed (`sweep(..., check=True)`); `.states` holds every run's final state. The message is
+    one line: how many failed, the first one's name and error."""
+
+    def __init__(self, message: str, states: "SweepResult"):
+        super().__init__(message)
+        self.states = states
+
+
+class SweepResult(list):
+    """Every run's final state (a list of RunState, in the grid's order), and which failed: `.failed` (the runs not
+    done), `.ok` (none failed), `.check()` (SweepFailed when some did)."""
+
+    @property
+    def failed(self) -> list[RunState]:
+        return [s for s in self if s.status != "done"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def check(self) -> "SweepResult":
+        failed = self.failed
+        if failed:
+            first = failed[0]
+            raise SweepFailed(
+                f"{len(failed)} of {len(self)} runs failed; first {first.spec.name}: {first.error or first.status}",
+                self,
+            )
+        return self
 
 
 def sweep(
@@ -43,8 +75,12 @@ def sweep(
     progress: bool = True,
     meta: Mapping[str, Any] | None = None,
     task: Task = run_task,
-) -> list[RunState]:
-    """Train every run of a grid into ROOT/NAME; returns each run's final state (done or failed).
+    check: bool = False,
+) -> SweepResult:
+    """Train every run of a grid into ROOT/NAME; returns each run's final state (done or failed) as a SweepResult, a
+    list whose `.failed` names the runs that failed and `.ok` says whether none did; with `check`, SweepFailed is raised
+    instead when some did (after every run ended, the failed ones reported in ROOT/sweep.json), as `interp sweep`
+    exits with status 1. Worker processes need the calling script's sweep under `if __name__ == "__main__":`.
 
     `runs`: option values as for `expand` ({"arch": ["full", "diag"], "layers": [1, 2], "steps": 500}) or
     a list of RunSpec (explicit names). `backend`: "local" (`workers` processes of `threads` torch
@@ -52,9 +88,12 @@ def sweep(
     `gpus_per_run` GPUs, fractions allowed). Finished runs are skipped (their adjusted loss is read back
     from sweep.json when it was computed on the same `eval_seq` sequences), unfinished ones resumed.
     """
+    refuse_when_bootstrapping()  # a worker re-importing a script without a main guard: nothing is written
     if not isinstance(runs, Mapping) and not (isinstance(runs, list) and all(isinstance(r, RunSpec) for r in runs)):
         raise InvalidType(f"runs must be a dict of option values or a list of RunSpec, got {type(runs).__name__}")
     root = as_path(root, "root")
+    if not isinstance(check, bool):
+        raise InvalidType(f"check must be True or False, got {check!r:.60}")
     if backend not in ("local", "ray"):
         raise SweepError(f"unknown backend {backend!r} (local or ray)")
     if workers < 1 or threads < 1 or retries < 0 or eval_seq < 0 or gpus_per_run < 0:
@@ -101,7 +140,8 @@ def sweep(
                 s.status = "queued"
         view.write()
         view.close()
-    return states
+    result = SweepResult(states)
+    return result.check() if check else result
 
 
 __all__ = [
@@ -112,6 +152,8 @@ __all__ = [
     "RunSpec",
     "RunState",
     "SweepError",
+    "SweepFailed",
+    "SweepResult",
     "config_from_options",
     "expand",
     "last_step",

@@ -8,11 +8,14 @@ import _thread
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable
+
+from tqdm.auto import tqdm
 
 from interp.config import TrainConfig
 from interp.evalcache import CACHE_FILE, run_loss
@@ -51,25 +54,85 @@ def run_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = EVAL_SEQ
 Task = Callable[..., dict]
 
 
+# A worker that re-imported a script calling the sweep at its top level (no `if __name__ == "__main__":`) exits with
+# this status, and the driver stops the sweep with MAIN_GUARD instead of starting it again.
+NO_MAIN_GUARD_EXIT = 87
+MAIN_GUARD = (
+    "the script that started the sweep runs it at import: a worker process imports the main script again, so the "
+    'call must sit under `if __name__ == "__main__":` (docs/sweeps.md shows it); nothing was trained'
+)
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def refuse_when_bootstrapping() -> None:
+    """In a worker that is importing the main script (multiprocessing's bootstrap of a script without a main guard):
+    exit NO_MAIN_GUARD_EXIT at once, before the sweep writes or starts anything; the driver raises MAIN_GUARD."""
+    import multiprocessing as mp
+
+    if getattr(mp.current_process(), "_inheriting", False):
+        os._exit(NO_MAIN_GUARD_EXIT)  # the driver says why, once
+
+
 def _local_child(conn, task: Task, args: tuple, driver: int) -> None:
-    """Run one task in a worker; a watchdog stops it (as Ctrl-C would: the run keeps its last resume state) when
-    the driver process is gone, however it died: the worker's parent is the fork server, not the driver."""
-    threading.Thread(target=_watch_driver, args=(driver,), daemon=True).start()
-    conn.send(task(*args))
-    conn.close()
+    """Run one task in a worker, and stop it (as Ctrl-C would: the run keeps its last resume state, its lock is
+    released) when the driver is gone, however it died, SIGKILL included. The worker's parent is the fork server,
+    which exits when the driver does: the kernel then sends SIGINT (PR_SET_PDEATHSIG), and a watchdog thread checks
+    too (the parent changed, or the driver is gone or a zombie). Ends quietly: no traceback, no write to a closed
+    pipe."""
+    parent = os.getppid()
+    _interrupt_when_parent_dies()
+    tqdm.set_lock(threading.RLock())  # not tqdm's default multiprocessing lock: a semaphore a stopped worker leaks
+    threading.Thread(target=_watch_driver, args=(driver, parent), daemon=True).start()
+    try:
+        if not _driver_alive(driver, parent):  # gone before the watchdog started
+            raise KeyboardInterrupt
+        result = task(*args)
+        conn.send(result)
+        conn.close()
+    except (KeyboardInterrupt, BrokenPipeError):  # stopped (its driver gone, or the driver's own interrupt)
+        sys.stderr.flush()
+        os._exit(130)
 
 
-def _watch_driver(driver: int, every: float = 2.0) -> None:
+def _interrupt_when_parent_dies() -> None:
+    """SIGINT to this process when its parent exits (Linux prctl; elsewhere the watchdog alone)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _driver_alive(driver: int, parent: int) -> bool:
+    """Whether the sweep's driver still runs: this process's parent unchanged, and the driver neither gone nor a zombie
+    (a driver killed but not yet reaped by its own parent still answers kill(pid, 0))."""
+    if os.getppid() != parent:
+        return False
+    try:
+        os.kill(driver, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's (cannot happen for our own driver, but never stop then)
+        return True
+    try:
+        with open(f"/proc/{driver}/stat", "rb") as f:
+            state = f.read(4096).rsplit(b")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in (b"Z", b"X")
+
+
+def _watch_driver(driver: int, parent: int, every: float = 1.0) -> None:
     while True:
         time.sleep(every)
-        try:
-            os.kill(driver, 0)
-        except ProcessLookupError:
+        if not _driver_alive(driver, parent):
             _thread.interrupt_main()  # KeyboardInterrupt in the task: training stops, the lock is released
-            time.sleep(5 * every)  # if the main thread did not get there (blocked, or the interrupt was caught):
-            os._exit(1)  # the run keeps its last resume state (written atomically); the lock dies with the process
-        except PermissionError:  # alive, another user's (cannot happen for our own parent, but never kill then)
-            pass
+            time.sleep(10 * every)  # if the main thread did not get there (blocked, or the interrupt was caught):
+            os._exit(130)  # the run keeps its last resume state (written atomically); the lock dies with the process
 
 
 @contextlib.contextmanager
@@ -104,6 +167,7 @@ def run_local(
     """
     import multiprocessing as mp
 
+    refuse_when_bootstrapping()
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload(["interp.sweep"])
@@ -139,6 +203,8 @@ def _run_local_loop(ctx, queue, running, args_of, workers, retries, view, task) 
                 proc.join()
                 conn.close()
                 del running[name]
+                if result is None and proc.exitcode == NO_MAIN_GUARD_EXIT:
+                    raise SweepError(MAIN_GUARD)
                 if result is None:
                     why = f"worker process died (exit code {proc.exitcode})"
                     if state.attempts <= retries:

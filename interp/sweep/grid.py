@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -12,8 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from interp.config import OPTIONS, TrainConfig, config_from_options
-from interp.files import CheckpointError, InvalidArgument, read_regular_file
-from interp.limits import MAX_CONFIG_BYTES
+from interp.files import CheckpointError, InvalidArgument, InvalidType, read_regular_file
+from interp.limits import MAX_CONFIG_BYTES, MAX_SWEEP_RUNS
 from interp.presets import resolve
 from interp.tasks import as_prior, prior_slug
 
@@ -61,23 +62,43 @@ def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = 
     an override {"where": {...}, "skip": true} leaves those runs out of the grid (three seeds at 2 and 4 layers, one at
     7; an FFN on one attention only).
     """
+    if not isinstance(options, Mapping):
+        raise InvalidType(f"options must be a dict of option values, got {type(options).__name__}")
     options = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in options.items()}
-    for key in options:
+    for key, values in options.items():
         if key not in OPTIONS:
             raise SweepError(f"unknown run option {key!r}")
+        if not values:  # every combination of an empty list is no run at all: never a silently empty sweep
+            raise SweepError(f"{key}: an empty list of values (give at least one, or leave the option out)")
+    total = math.prod(len(v) for v in options.values())
+    if total > MAX_SWEEP_RUNS:
+        raise SweepError(
+            f"the grid has {total} runs, more than the {MAX_SWEEP_RUNS} a sweep may have "
+            "(interp.limits.MAX_SWEEP_RUNS); split it into several sweeps"
+        )
     swept = [k for k, v in options.items() if k not in NAME_AXES and len(v) > 1]
     order = [k for k in ("seed", "noise", "layers", "arch") if k in options]
     order += [k for k in options if k not in NAME_AXES]
+    if isinstance(overrides, (str, bytes, Mapping)) or not isinstance(overrides, Iterable):
+        raise InvalidType(f"overrides must be a list of dicts, got {type(overrides).__name__}")
+    if not all(isinstance(o, Mapping) for o in overrides):
+        raise InvalidType("overrides must be a list of dicts ({'where': {...}, option: value, ...})")
     overrides = [dict(o) for o in overrides]
     for o in overrides:
         bad = [k for k in o if k not in ("where", "skip") and (k not in OPTIONS or k in NAME_AXES)]
         if o.get("skip", False) not in (True, False) or o.get("skip") and len(o) != 2:
             bad = ["skip"]
-        if bad or not isinstance(o.get("where", {}), dict):
+        if bad:
             raise SweepError(
-                f"override {o}: {bad[0] if bad else 'where'} cannot be set per run "
+                f"override {o!r:.200}: {bad[0]} cannot be set per run "
                 f"(set options other than {', '.join(NAME_AXES)}; match them with where)"
             )
+        where = o.get("where", {})
+        if not isinstance(where, Mapping):
+            raise SweepError(f"override {o!r:.200}: where must be a table of option = value, got {where!r:.60}")
+        unknown = [k for k in where if k not in OPTIONS]
+        if unknown:
+            raise SweepError(f"override {o!r:.200}: where names {unknown[0]!r:.60}, which is no run option")
 
     def matches(opts: dict, where: dict) -> bool:
         values = lambda v: v if isinstance(v, list) else [v]  # noqa: E731
@@ -150,9 +171,15 @@ def load_grid_file(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any
         raise SweepError(f"{path}: override must be a list of tables ([[override]])")
     options = {norm(k): v for k, v in data.items()}
     overrides = [{norm(k) if k != "where" else k: v for k, v in o.items()} for o in overrides]
-    for o in overrides:
-        if isinstance(o.get("where"), dict):
+    for i, o in enumerate(overrides):
+        if not isinstance(o.get("where", {}), dict):
+            got = o["where"]
+            raise SweepError(f"{path}: override {i + 1}: where must be a table of option = value, got {got!r:.60}")
+        if "where" in o:
             o["where"] = {norm(k): v for k, v in o["where"].items()}
+    for key, value in options.items():
+        if isinstance(value, list) and not value:
+            raise SweepError(f"{path}: {key} = []: an empty list of values (give at least one, or leave it out)")
     bad = [
         k
         for k in [*options, *(k for o in overrides for k in [*o, *o.get("where", {})] if k not in ("where", "skip"))]

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from interp.files import atomic_write_text, read_regular_file
 from interp.limits import MAX_TEXT_BYTES
 from interp.render import DASH, count, loss, markdown
+from interp.sweep.grid import SweepError
 from interp.sweep.planning import RunState
 
 SWEEP_FILE = "sweep.json"
@@ -49,11 +50,24 @@ def _json_safe(obj: Any) -> Any:
 
 
 def read_summary(root: str | Path) -> dict:
-    """ROOT/sweep.json, or {} when there is none (or it is unreadable)."""
+    """ROOT/sweep.json, or {} when there is none (or it is unreadable: the sweep starts its summary afresh). JSON of
+    another shape than the summary's (a list, runs that are not a table of tables) is SweepError naming the file: some
+    other file sits where the sweep keeps its summary, and the sweep would overwrite it."""
+    path = Path(root) / SWEEP_FILE
     try:
-        return json.loads(read_regular_file(Path(root) / SWEEP_FILE, MAX_TEXT_BYTES, "sweep summary"))
+        data = json.loads(read_regular_file(path, MAX_TEXT_BYTES, "sweep summary"))
     except (OSError, ValueError, RecursionError):  # CheckpointError (no such file, a FIFO, ...) is a ValueError
         return {}
+    if not isinstance(data, dict):
+        problem = f"is a JSON {type(data).__name__}, not a sweep summary (an object)"
+    elif not isinstance(data.get("runs", {}), dict):
+        problem = f"its runs are a {type(data['runs']).__name__}, not a table of run name -> state"
+    else:
+        bad = [k for k, v in data.get("runs", {}).items() if not isinstance(v, dict)]
+        problem = f"run {bad[0]!r:.60} is {data['runs'][bad[0]]!r:.40}, not a table of its state" if bad else None
+    if problem:
+        raise SweepError(f"{path}: {problem}; move it away or remove it (the sweep rewrites it)")
+    return data
 
 
 def end_table(states: list[RunState], eval_seq: int) -> str:
