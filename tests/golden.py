@@ -154,10 +154,11 @@ def golden_values(name: str) -> dict:
     final = lam[-1]
     ok = torch.isfinite(final)
     s2 = batch.sigma[ok] ** 2
-    # least-squares slope of the final layer's implied ridge λ on the sequence's true σ²
-    out["implied_lambda_slope"] = (
-        ((s2 - s2.mean()) * (final[ok] - final[ok].mean())).sum() / ((s2 - s2.mean()) ** 2).sum()
-    ).item()
+    # least-squares slope of the final layer's implied ridge λ on the sequence's true σ² (none at σ = 0: no spread)
+    if float(((s2 - s2.mean()) ** 2).sum()) > 0:
+        out["implied_lambda_slope"] = (
+            ((s2 - s2.mean()) * (final[ok] - final[ok].mean())).sum() / ((s2 - s2.mean()) ** 2).sum()
+        ).item()
     if cfg.model.n_layers == SCHEDULE_DEPTH:
         out["schedule_labels"] = golden_schedule(name)
     return out
