@@ -26,7 +26,7 @@ OTHER = {"portable": (16, 32, [])}  # aarch64: NEON is the baseline, with 32 vec
 def kernel(name: str, vector_bytes: int, registers: int, flags: list[str]) -> Extension:
     return Extension(
         f"interp._moments_{name}",
-        ["interp/csrc/moments.cpp"],
+        [f"interp/csrc/moments_{name}.cpp"],  # one translation unit per build: one object file each
         language="c++",
         extra_compile_args=[
             *COMMON,
