@@ -123,8 +123,9 @@ def test_committed_caches_hit_in_a_fresh_clone():
     """The committed caches are keyed by checkpoint content: zoo and grid runs hit, whatever their mtime here."""
     zoo = EvalCache(RESULTS / "table1_evals.json")
     for name in ("diag1_uniform5", "full4_uniform5", "seeds/full7_uniform5_s0", "drift/full4_cat13_s2"):
-        step, ckpt = Run(REPO / "experiments" / "zoo" / name).checkpoints()[-1]
-        cfg = Run(REPO / "experiments" / "zoo" / name).config()
+        run = REPO / "experiments" / "zoo" / "studies" / "short_recipe" / name  # the former top level (issue 49)
+        step, ckpt = Run(run).checkpoints()[-1]
+        cfg = Run(run).config()
         key = cache_key(checkpoint_sha256(ckpt), EvalSet(cfg.noise, n_seq=100_000, seed=0))
         assert is_loss(zoo.get(key), 100_000), name
     grid = EvalCache(RESULTS / "table1_grid_evals.json")

@@ -612,7 +612,7 @@ class BaselineRecord(Record):
     profile: dict[str, list]  # name -> mean adjusted loss per σ
     paper: dict[str, float | None]  # name -> Table 1 value
     x_cov: list | None = None  # the input covariance Λ of the prior's models, x ~ N(0, Λ) (None: I)
-    cached: bool | None = None  # set on return by baseline_job: whether it came from a cache file
+    cached: bool | None = field(default=None, compare=False)  # set by baseline_job: whether it came from a cache
 
 
 def baseline_record(
@@ -993,25 +993,26 @@ def gather(
     log=None,
     drift: list[str | Path] = (),
     workers: int = 1,
+    probe: Callable[[Entry], bool] = is_probed_cell,
 ) -> ReportData:
     """Load, evaluate and probe every model (cached per checkpoint): the run directories and checkpoint files among
-    `paths`, and of every directory of standalone checkpoints among them the cells `is_probed_cell` picks (the others
-    are light entries: their loss and 7-layer profile); baselines per prior; drift curves of every FULL run among
-    `paths` and `drift` (run directories read for their trajectory only). Whatever the caches lack is measured in
-    `workers` processes (one torch thread each)."""
+    `paths`, and of every directory of standalone checkpoints among them the cells `probe` picks (default
+    `is_probed_cell`; the others are light entries: their loss and 7-layer profile); baselines per prior; drift
+    curves of every FULL run among `paths` and `drift` (run directories read for their trajectory only). Whatever
+    the caches lack is measured in `workers` processes (one torch thread each)."""
     settings = settings or Settings()
     say = log or (lambda msg: None)
     dirs = checkpoint_dirs(paths)
     entries = entries_of(paths, noise, say, light=bool(dirs))
     files = standalone_entries(dirs, noise, say)
-    entries += [f.entry for f in files if is_probed_cell(f.entry)]
+    entries += [f.entry for f in files if probe(f.entry)]
     evals = {f.entry.label: f.evals for f in files}
     drift_only = entries_of(list(drift), noise, say) if drift and with_drift else []
     t0 = time.perf_counter()
     light = {
         f.entry.label: (f.entry, light_record(f.model, f.entry, settings, f.evals, use_cache))
         for f in files
-        if not is_probed_cell(f.entry)
+        if not probe(f.entry)
     }
     timings: dict[str, float] = {"light": time.perf_counter() - t0}
     if light:

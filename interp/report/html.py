@@ -300,8 +300,10 @@ def render(data: ReportData, title: str = "interp report", only=None) -> str:
     toc.append('<h2>Contents</h2><a href="#summary">Summary table</a>')
     for sid, name, panels in secs:
         toc.append(f"<h2>{html.escape(name)}</h2>")
-        links = dict.fromkeys((p.anchor or p.id, p.title) for p in panels)  # a per-prior view once
-        toc += [f'<a href="#{pid}">{html.escape(title)}</a>' for pid, title in links]
+        links: dict[str, str] = {}
+        for p in panels:  # a per-prior view once, by its first panel's title
+            links.setdefault(p.anchor or p.id, p.title)
+        toc += [f'<a href="#{pid}">{html.escape(title)}</a>' for pid, title in links.items()]
     toc.append("</nav>")
     body = [
         '<section id="summary"><h2>Summary: adjusted loss against the paper</h2>'

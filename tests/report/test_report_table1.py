@@ -39,10 +39,13 @@ def _write(path: Path, noise: str, arch: str, L: int, seed: int = 0, scale: floa
     return path
 
 
-def make_zoo(root: Path) -> Path:
+LIGHT = lambda e: False  # noqa: E731  (gather's probe: every standalone file a light entry, as these tests ask)
+
+
+def make_zoo(root: Path, name: str = "table1") -> Path:
     """root/table1/<prior>/<arch><L>.safetensors for CELLS, and an evals.json holding diag1's loss on the quick
     settings' sequences (KNOWN × the paper's, a small standard error)."""
-    zoo = root / "table1"
+    zoo = root / name
     for slug, noise, arch, L in CELLS:
         _write(zoo / slug / f"{arch}{L}.safetensors", noise, arch, L)
     s = Settings.quick()
@@ -59,7 +62,7 @@ def make_zoo(root: Path) -> Path:
 def zoo(tmp_path_factory):
     root = tmp_path_factory.mktemp("t1")
     zoo = make_zoo(root)
-    return zoo, gather([zoo], Settings.quick())
+    return zoo, gather([zoo], Settings.quick(), probe=LIGHT)
 
 
 def _cell(fig, row: str, col: str):
@@ -161,14 +164,14 @@ def test_a_light_profile_is_computed_once_then_read_from_the_cache(tmp_path, mon
         return real(predictors, sigmas, data)
 
     monkeypatch.setattr(report_data, "sigma_profile", counting)
-    first = gather([zoo], Settings.quick(), with_drift=False)
+    first = gather([zoo], Settings.quick(), with_drift=False, probe=LIGHT)
     assert len(calls) == 2 and not any(r.cached for r in first.light_records.values())
-    again = gather([zoo], Settings.quick(), with_drift=False)
+    again = gather([zoo], Settings.quick(), with_drift=False, probe=LIGHT)
     assert len(calls) == 2 and all(r.cached for r in again.light_records.values())
     assert again.light_records == {k: type(r)(**{**r.__dict__, "cached": True}) for k, r in first.light_records.items()}
     assert (zoo / "uniform1" / CACHE_FILE).is_file() and (zoo / EVALS_FILE).read_bytes() == evals  # never written
     _write(zoo / "uniform1" / "full7.safetensors", "uniform:1", "full", 7, seed=5)  # a better seed lands
-    third = gather([zoo], Settings.quick(), with_drift=False)
+    third = gather([zoo], Settings.quick(), with_drift=False, probe=LIGHT)
     assert len(calls) == 3  # the rewritten file misses, the others hit
     assert third.light_records["table1/uniform1/full7"].cached is False
     assert third.light_records["table1/cat13/gdpp7"].cached is True
@@ -182,19 +185,15 @@ def test_cli_default_reads_the_zoo_and_its_table1(tmp_path, monkeypatch, capsys)
 
     root = tmp_path / "zoo"
     trained(root / "diag1_uniform1", "diag", "uniform:1", steps=10, batch=64)
-    zoo = make_zoo(root)
+    zoo = make_zoo(root, "best")
     assert default_models(root) == [root / "diag1_uniform1", zoo]
     monkeypatch.setattr(report, "default_zoo", lambda: root)
     out = tmp_path / "r.html"
     assert main(["report", "-o", str(out), "--quick"]) == 0
     printed = capsys.readouterr().out
-    assert "diag1_uniform1" in printed and "3 cells of the Table 1 zoo" in printed
+    assert "diag1_uniform1" in printed and "best/uniform1/full7" in printed  # a 7-layer cell of the zoo: probed
     page = out.read_text()
-    for card in ("loss-vs-layers", "table1", "profiles-7-layers", "heatmaps", "omegas"):
+    for card in ("loss-vs-layers", "table1", "profiles-7-layers"):
         assert f'<div class="card" id="{card}">' in page, card
-    # the directory alone: light entries only, the probed views say why they are empty
-    assert main(["report", str(zoo), "-o", str(out), "--quick"]) == 0
-    page = out.read_text()
-    heat = page.split('<div class="card" id="heatmaps">', 1)[1].split('<div class="card"', 1)[0]
-    assert "No probed model in this report" in heat and 'id="fig-table1"' in page
-    assert 'id="fig-profiles-uniform-1"' not in page  # per-prior depth menus are the probed runs'
+    for card in ("heatmaps", "omegas"):  # per-prior views: one card per prior, behind the prior selector
+        assert f'<div class="card" id="{card}-uniform1" data-prior="uniform:1"' in page, card

@@ -107,7 +107,9 @@ def view(
             base = wrap_one(lambda data: draw(data))
 
             @functools.wraps(draw)
-            def by_prior(data: ReportData, prior: str) -> Panel:
+            def by_prior(data: ReportData, prior: str | None = None) -> Panel:
+                if prior is None:  # called directly: every prior's models in one panel
+                    return base(data)
                 out = base(data.for_prior(prior))
                 out.anchor, out.group = out.id, prior
                 out.id = f"{out.id}-{prior_slug(prior)}"
