@@ -177,11 +177,11 @@ def _weights(name: str, value) -> Tensor:
 
 
 def _check_device(name: str, value: Tensor, device: torch.device) -> None:
-    """InvalidArgument when `value` is on the meta device or on another device than the model's weights."""
-    if value.device.type == "meta":
-        raise InvalidArgument(f"{name} is on the meta device: it holds no values to run the model on")
+    """InvalidArgument when `value` is on another device than the model's weights (meta tokens for a model with values:
+    no values to run it on; a model moved to meta with meta tokens traces shapes, and is left alone)."""
     if value.device != device:
-        raise InvalidArgument(f"{name} is on {value.device}, the model on {device}; move one with .to()")
+        why = " (no values to run it on)" if value.device.type == "meta" else ""
+        raise InvalidArgument(f"{name} is on the {value.device} device{why}, the model on {device}; move one (.to)")
 
 
 def _check_pos_slice(pos_slice, n_pos: int) -> None:
