@@ -143,7 +143,7 @@ window.addEventListener('load', function () { setTimeout(async function () {
 
 # The page of one card (`ID`) alone, at the report's own column width; `STATE` (a button label, or '') is applied.
 ONE_VIEW = """<style>header, footer, section > h2, #summary { display: none !important; }
-.card:not(#ID) { display: none !important; } section { margin: 0 !important; }</style>
+.card:not(#ID) { display: none !important; } #ID { display: block !important; } section { margin: 0 !important; }</style>
 <script>window.addEventListener('load', function () {
   var gd = document.getElementById('fig-ID'), label = STATE;
   if (!gd || !label) return;
@@ -191,13 +191,13 @@ def collisions(tmp: Path, page: str, name: str = "collisions.html") -> dict:
 
 
 def card_ids(page: str) -> list[str]:
-    return re.findall(r'<div class="card" id="([^"]+)">', page)
+    return re.findall(r'<div class="card" id="([^"]+)"[^>]*>', page)  # a per-prior card also names its prior
 
 
 def button_labels(page: str, card: str, skip_active: bool = False) -> list[str]:
     """The labels of the buttons and menu entries of a card's figure (from its Plotly JSON); `skip_active`: less the
     one each menu opens on (the figure's default state)."""
-    part = page.split(f'<div class="card" id="{card}">', 1)[1].split('<div class="card"', 1)[0]
+    part = page.split(f'<div class="card" id="{card}"', 1)[1].split('<div class="card"', 1)[0]
     at = part.find('"updatemenus":')
     if at < 0:
         return []

@@ -95,6 +95,8 @@ def drift(data: ReportData) -> "go.Figure | Note":
     d = data.drift
     if not d.available:
         return Note(f"Drift curves are not available: {d.reason or ''}", title="Drift over training steps")
+    if not d.runs:  # a prior of the report with no FULL run among the drift runs
+        return Note("No FULL run trained on this prior is among the drift runs.", title="Drift over training steps")
     titles = [
         "share of ‖K‖² outside DIAG",
         "DIAG-form fit R²",
