@@ -143,7 +143,8 @@ window.addEventListener('load', function () { setTimeout(async function () {
 
 # The page of one card (`ID`) alone, at the report's own column width; `STATE` (a button label, or '') is applied.
 ONE_VIEW = """<style>header, footer, section > h2, #summary { display: none !important; }
-.card:not(#ID) { display: none !important; } #ID { display: block !important; } section { margin: 0 !important; }</style>
+.card:not(#ID) { display: none !important; } #ID { display: block !important; }
+section { margin: 0 !important; }</style>
 <script>window.addEventListener('load', function () {
   var gd = document.getElementById('fig-ID'), label = STATE;
   if (!gd || !label) return;
