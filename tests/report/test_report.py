@@ -86,8 +86,8 @@ def test_every_axis_labelled_and_every_trace_hovers(report):
     panels = [p for _, _, ps in sections(data) for p in ps]
     assert [p.id for p in panels] == PANEL_IDS
     for p in panels:
-        if p.group == "categorical:1,3" and p.anchor in ("after-k-layers", "full-fits"):
-            assert p.note  # the fixture's {1,3} model is a 1-layer DIAG: nothing after K layers, no FULL
+        if p.group == "categorical:1,3" and p.anchor in ("after-k-layers", "full-fits", "drift"):
+            assert p.note  # the fixture's {1,3} model is a 1-layer DIAG: nothing after K layers, no FULL, no drift
             continue
         assert p.figure is not None, f"{p.id}: {p.note}"
         used = {t.xaxis or "x" for t in p.figure.data} | {t.yaxis or "y" for t in p.figure.data}
