@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-import tail_check  # experiments/tail_check.py, beside this script
 import torch
+from studies import tail_check  # experiments/studies/tail_check.py (this script's folder is on sys.path)
 
 from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses, paper_value
@@ -30,7 +30,7 @@ def _num(v: float, spec: str = ".4f") -> str:
 
 
 def _tail(run: Path, cfg, n_seq: int) -> dict | None:
-    """The tail check of experiments/tail_check.py: worst and blow-ups on `n_seq` further sequences."""
+    """The tail check of experiments/studies/tail_check.py: worst and blow-ups on `n_seq` further sequences."""
     return tail_check.tail(load(run), cfg, n_seq) if n_seq > 0 else None
 
 

@@ -108,8 +108,9 @@ EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
 def experiment_script(name: str) -> ModuleType:
-    """The script experiments/NAME.py loaded as a module (the scripts are not a package)."""
-    spec = importlib.util.spec_from_file_location(f"experiments_{name}", EXPERIMENTS / f"{name}.py")
+    """The script experiments/NAME.py loaded as a module (the scripts are not a package); NAME may name a subfolder,
+    as "studies/tail_check" does (experiments/studies/: the one-off investigations)."""
+    spec = importlib.util.spec_from_file_location(f"experiments_{name.replace('/', '_')}", EXPERIMENTS / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

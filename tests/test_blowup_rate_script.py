@@ -1,4 +1,4 @@
-"""experiments/blowup_rate.py: a plain count on the run's own prior, at 100·d."""
+"""experiments/studies/blowup_rate.py: a plain count on the run's own prior, at 100·d."""
 
 import torch
 
@@ -21,7 +21,7 @@ def _trained(tmp_path):
 
 
 def test_count_is_the_plain_count_of_the_run_prior_at_100_d(tmp_path, monkeypatch):
-    mod = experiment_script("blowup_rate")
+    mod = experiment_script("studies/blowup_rate")
     run, cfg = _trained(tmp_path)
     diff = adjusted_losses({"m": load(run)}, EvalSet(NOISE, d=3, n=cfg.n, n_seq=3000, seed=11))["m"]
     monkeypatch.setattr(mod, "GUARD_CAP", 0.02)  # 100·d scaled down to 0.06, which ordinary sequences cross
@@ -34,7 +34,7 @@ def test_count_is_the_plain_count_of_the_run_prior_at_100_d(tmp_path, monkeypatc
 
 
 def test_main_writes_one_row_a_run(tmp_path, monkeypatch):
-    mod = experiment_script("blowup_rate")
+    mod = experiment_script("studies/blowup_rate")
     run, _ = _trained(tmp_path)
     out = tmp_path / "rates.md"
     monkeypatch.setattr("sys.argv", ["blowup_rate.py", str(run), "--n-seq", "2000", "--out", str(out)])
@@ -45,7 +45,7 @@ def test_main_writes_one_row_a_run(tmp_path, monkeypatch):
 
 
 def test_which_prints_each_run_and_the_shared_sequences(tmp_path, monkeypatch, capsys):
-    mod = experiment_script("blowup_rate")
+    mod = experiment_script("studies/blowup_rate")
     run, _ = _trained(tmp_path)
     monkeypatch.setattr(mod, "GUARD_CAP", 0.02)
     want = mod.count(run, 2000)["which"]

@@ -1,4 +1,5 @@
-"""experiments/tail_anatomy.py: per-sequence losses and context features, cross-checked against independent code."""
+"""experiments/studies/tail_anatomy.py: per-sequence losses and context features, cross-checked against independent
+code."""
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from tests.helpers import experiment_script
 
 def test_tail_anatomy_losses_features_and_scan(tmp_path):
     torch.set_num_threads(1)
-    mod = experiment_script("tail_anatomy")
+    mod = experiment_script("studies/tail_anatomy")
     cfg = TrainConfig(model=ModelConfig(d=3, n_layers=2, param="diag"), noise="uniform:2", steps=30, batch=256)
     run = tmp_path / "run"
     train(cfg, run, progress=False)

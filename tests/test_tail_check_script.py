@@ -1,4 +1,4 @@
-"""experiments/tail_check.py: the table's evaluation sequences, then a second, disjoint set for the tail."""
+"""experiments/studies/tail_check.py: the table's evaluation sequences, then a second, disjoint set for the tail."""
 
 import pytest
 import torch
@@ -13,7 +13,7 @@ from tests.helpers import experiment_script
 
 def test_tail_check_measures_on_the_run_prior_and_two_seeds(tmp_path):
     torch.set_num_threads(1)
-    mod = experiment_script("tail_check")
+    mod = experiment_script("studies/tail_check")
     cfg = TrainConfig(
         model=ModelConfig(d=3, n_layers=1, param="diag"), noise="categorical:1,3", steps=30, batch=256, n_checkpoints=2
     )

@@ -1,5 +1,5 @@
-"""experiments/tail_polish_scan.py: each κ polishes a copy of the run's model with interp.train.polish, and the scores
-are the table's mean on eval seed 0 and blowup_rate.py's count on seed 11."""
+"""experiments/studies/tail_polish_scan.py: each κ polishes a copy of the run's model with interp.train.polish, and
+the scores are the table's mean on eval seed 0 and blowup_rate.py's count on seed 11."""
 
 import dataclasses
 
@@ -18,7 +18,7 @@ NOISE = "uniform:2"
 
 def test_each_kappa_polishes_a_copy_and_scores_it(tmp_path, monkeypatch):
     torch.set_num_threads(1)
-    mod = experiment_script("tail_polish_scan")
+    mod = experiment_script("studies/tail_polish_scan")
     cfg = TrainConfig(model=ModelConfig(d=3, n_layers=2, param="diag"), noise=NOISE, steps=30, batch=128)
     train(cfg, tmp_path / "run", progress=False)
     for name, value in (("TABLE_SEQ", 3000), ("GUARD_CAP", 0.02)):  # 100·d scaled down to 0.06

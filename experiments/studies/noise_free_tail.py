@@ -2,8 +2,8 @@
 (interp.noise_free.gdpp_noise_free_loss, the mean over w and x_t, from the spectrum of XᵀX alone) on --contexts fresh
 contexts, split into disjoint samples of --sample contexts (the paper's and the table's 10⁵).
 
-    OMP_NUM_THREADS=1 python experiments/noise_free_tail.py                 # the Table 1 zoo's GD++ on uniform:0
-    OMP_NUM_THREADS=1 python experiments/noise_free_tail.py MODEL ... --contexts 2000000
+    OMP_NUM_THREADS=1 python experiments/studies/noise_free_tail.py         # the Table 1 zoo's GD++ on uniform:0
+    OMP_NUM_THREADS=1 python experiments/studies/noise_free_tail.py MODEL ... --contexts 2000000
 
 For each model: the mean over all contexts, the median context, the min / median / max of the per-sample means, and
 the share of the whole mean carried by the 10 worst contexts. Prints markdown.
@@ -21,7 +21,7 @@ from interp.run import resolve_model
 from interp.spectral import context_spectrum
 from interp.tasks import draw_tasks
 
-ZOO = Path(__file__).resolve().parent / "zoo" / "best" / "uniform0"
+ZOO = Path(__file__).resolve().parents[1] / "zoo" / "best" / "uniform0"
 CHUNK = 65_536
 
 

@@ -2,7 +2,7 @@
 sequences of the run's training prior (EvalSet seed 11, disjoint from the table's seeds 0 and 1), as a rate per 10⁶
 with its Poisson standard error, and the chance that a sample of 10⁶ (aim (c) of the Table 1 reproduction) holds none.
 
-    OMP_NUM_THREADS=1 python experiments/blowup_rate.py RUN [RUN ...] [--n-seq 5000000] [--which] [--out FILE.md]
+    OMP_NUM_THREADS=1 python experiments/studies/blowup_rate.py RUN [RUN ...] [--n-seq 5000000] [--which] [--out F.md]
 
 The sequences are streamed (not held), about 100 s per run for 5·10⁶ on one thread (d = 10, n = 20, 3 layers).
 Importance sampling was tried first and not kept: proposals that scale every standard normal, or w and ξ alone, by

@@ -6,7 +6,7 @@ the `--top` worst sequences, and how the worst sequence's prediction moves when 
 
 Features: λ_max and λ_min of XᵀX, ‖w‖, σ_τ, Σ_i y_i², ‖x_t‖.
 
-    OMP_NUM_THREADS=1 python experiments/tail_anatomy.py RUN [RUN ...] [--n-seq N] [--seed S] [--top K]
+    OMP_NUM_THREADS=1 python experiments/studies/tail_anatomy.py RUN [RUN ...] [--n-seq N] [--seed S] [--top K]
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 --kappa (TrainConfig.polish_tail; 0 is the plain polish), then scored as the table and aim (c) score it (the measurement
 behind interp.presets.NOISY_POLISH_TAIL; experiments/results/presets.md, session 17):
 
-    OMP_NUM_THREADS=1 python experiments/tail_polish_scan.py RUN --kappa 0 1e-4 1e-3 1e-2 [--rounds 4] [--out F.md]
+    OMP_NUM_THREADS=1 python experiments/studies/tail_polish_scan.py RUN --kappa 0 1e-4 1e-3 1e-2 [--out F.md]
 
 For each κ (and the run as it is): the mean and worst of 10⁶ sequences of eval seed 0 (the table's choice), and on
---n-seq sequences of eval seed 11 (experiments/blowup_rate.py's) the blow-ups (above 100·d, or not finite), the mean,
-and the mean without the blow-ups. Polish data from torch.Generator(--seed); about 2 min a κ for a 3-layer model.
+--n-seq sequences of eval seed 11 (experiments/studies/blowup_rate.py's) the blow-ups (above 100·d, or not finite),
+the mean, and the mean without the blow-ups. --rounds rounds of polish (default 4), polish data from
+torch.Generator(--seed); about 2 min a κ for a 3-layer model.
 """
 
 from __future__ import annotations

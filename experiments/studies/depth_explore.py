@@ -4,7 +4,7 @@ Not the trainer: a small loop with the knobs under test (init, learning rate, wa
 dtype, and a guard against single exploding sequences), so that each try is one command. The
 tries and their outcomes are recorded in experiments/results/presets.md.
 
-    OMP_NUM_THREADS=1 python experiments/depth_explore.py --arch full --layers 7 --init gd --steps 1500
+    OMP_NUM_THREADS=1 python experiments/studies/depth_explore.py --arch full --layers 7 --init gd --steps 1500
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Time to quality: wall time of `interp train` on each path of the hook-free step, and the loss reached.
 
-    python experiments/time_to_quality.py --root runs/ttq2 --out experiments/results/time_to_quality_fused.json \
-        --runs full:0 diag:0 --paths fused kernel
+    python experiments/studies/time_to_quality.py --root runs/ttq2 \
+        --out experiments/results/time_to_quality_fused.json --runs full:0 diag:0 --paths fused kernel
 
 Trains `uniform:5` models as the zoo's (fast preset, one thread; 4 layers unless --layers), once per path, one run
 at a time, the paths alternating: "fused" (the default: the kernel's fused training pass,

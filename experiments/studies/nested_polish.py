@@ -1,7 +1,7 @@
 """A trained GD++ (or DIAG) run embedded exactly in a wider parameterization and polished there (the measurement
 behind interp.presets.NOISE_FREE_NEST; experiments/results/presets.md, session 11):
 
-    OMP_NUM_THREADS=1 python experiments/nested_polish.py experiments/table1_grid/gdpp5_uniform0_s0 --arch diag
+    OMP_NUM_THREADS=1 python experiments/studies/nested_polish.py experiments/table1_grid/gdpp5_uniform0_s0 --arch diag
 
 Prints the adjusted loss (mean ± s.e., median, worst of --eval-seq sequences of eval seed 0) of the run's model, of
 its embedding (the same function), and after --rounds rounds of interp.train.polish in --arch's weights (polish data

@@ -1,12 +1,12 @@
 """Basins of the noise-free GD++ loss: L-BFGS on its closed form (interp.noise_free.gdpp_noise_free_loss, the exact
 mean over w and x_t of each context, from XᵀX's spectrum) from random starts, each minimum scored on fresh contexts.
 
-    OMP_NUM_THREADS=1 python experiments/noise_free_basins.py --layers 4 --starts 12
+    OMP_NUM_THREADS=1 python experiments/studies/noise_free_basins.py --layers 4 --starts 12
 
 A start draws ω_xx^l ~ −U(0, 0.05)·e^{U(0, 3)} and ω_yx^l ~ −U(0, 0.1)·e^{U(0, 3)} per layer (torch.Generator(L)),
 then runs two L-BFGS steps of 300 iterations on the log of the mean over --contexts contexts (data seed 2); printed:
 that mean, the mean over 200 000 fresh contexts (seed 3) and the ω's (the last layer's ω_xx does not enter the loss).
-Compare a trained model with `experiments/noise_free_tail.py`.
+Compare a trained model with `experiments/studies/noise_free_tail.py`.
 """
 
 from __future__ import annotations

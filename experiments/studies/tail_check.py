@@ -1,7 +1,7 @@
 """Are a model's tails tame? Mean, median, worst sequence and the mean without the 10 worst on the evaluation
 sequences of `interp table` (100 000, seed 0), then the worst sequence and the number of blow-ups on 10⁶ more (seed 7).
 
-    OMP_NUM_THREADS=1 python experiments/tail_check.py RUN [RUN ...] [--out FILE.md]
+    OMP_NUM_THREADS=1 python experiments/studies/tail_check.py RUN [RUN ...] [--out FILE.md]
 
 A blow-up is a sequence whose adjusted loss exceeds 100·d (interp.train.GUARD_CAP · d: 1 000 for d = 10), where
 trained models' ordinary worst sequences stay below 150. Each run is evaluated on its own training prior.
