@@ -346,8 +346,20 @@ def _cache_key(entry: Entry, settings: Settings, digest: str, light: bool = Fals
 
 def _read_cache(path: Path) -> dict:
     """{"records": key -> record} of a per-run cache file (interp.evalcache's format: bounded read, every record
-    checked against its digest; an edited record or a file that is no cache is left out with a warning)."""
-    return {"records": EvalCache(path, strict=False).values()}
+    checked against its digest; an edited record or a file that is no cache is left out with a warning). One zoo
+    folder's file holds the records of all its models: it is parsed and checked once per version of the file."""
+    try:
+        st = path.stat()
+    except OSError:
+        return {"records": {}}
+    return {"records": _records(str(path), st.st_ino, st.st_mtime_ns, st.st_size)}
+
+
+@lru_cache(maxsize=32)
+def _records(path: str, inode: int, mtime_ns: int, size: int) -> dict:
+    """The checked records of the cache file `path` as it is at (inode, mtime, size): a write replaces the file by a
+    rename (a new inode), so a changed file is a new key. Callers read the records, never change them."""
+    return EvalCache(Path(path), strict=False).values()
 
 
 def _cached(path: Path, key: str, kind: type[Record]) -> Record | None:
