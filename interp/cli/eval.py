@@ -252,6 +252,11 @@ def cmd_eval(args) -> int:
     models = [resolve_model(path) for path in paths]  # what each path is: model, step, prior, d, n, Λ
     for m in models:
         _note_step(m)
+        if m.config is not None and m.config.quad:  # its labels carry c·(x(1)² − 1): the paper's task is not its own
+            raise ArgError(
+                f"{m.path}: trained on the quadratic task (--quad {m.config.quad:g}); interp eval scores the paper's "
+                "linear task only (experiments/family.py scores the quadratic task)"
+            )
     noise, d, n = _setting(models, paths, args)  # each model on the prior, d and n it was trained on
     if args.chunk * (n + 1) * (d + 1) > MAX_BATCH_ELEMENTS:
         raise ArgError(

@@ -166,15 +166,23 @@ def test_runs_on_different_input_covariances_are_refused(lam_run, tmp_path, caps
     )
 
 
-def _run_dir(path, n: int, noise: str = "uniform:1", eta: float = 0.03):
+def _run_dir(path, n: int, noise: str = "uniform:1", eta: float = 0.03, quad: float = 0.0):
     """A run directory (written by hand, no training) of a one-layer GD-η model, d = 3, trained by its config with
     context length n on `noise`."""
     model = LinearTransformer.from_omegas(torch.tensor([[0.0, 0.0, -eta, 0.0]]), d=3)
     run = Run(path)
     run.path.mkdir()
-    run.write_config(TrainConfig(model=model.cfg, noise=noise, n=n, steps=10))
+    run.write_config(TrainConfig(model=model.cfg, noise=noise, n=n, steps=10, quad=quad))
     run.save_checkpoint(model, 10, noise=noise, seed=0)
     return run.path, model
+
+
+def test_a_run_on_the_quadratic_task_is_refused(tmp_path, capsys):
+    """A --quad run's task is not the paper's: scoring it there would be a number for a task it was not trained on."""
+    path, _ = _run_dir(tmp_path / "q", n=20, quad=0.5)
+    rc, out, err = run(["eval", path, "--n-seq", "100", "--no-baselines"], capsys)
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert f"{path}: trained on the quadratic task (--quad 0.5)" in err
 
 
 def test_a_run_is_evaluated_on_its_own_n_unless_n_is_given(tmp_path, capsys):
