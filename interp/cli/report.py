@@ -29,7 +29,8 @@ def add(sub) -> None:
             "files given (in it or one folder down, no run directories) is read the same way; to probe every such "
             "file, pass the files themselves. Results are cached per checkpoint in <run>/report_cache.json (a "
             "standalone file's in its directory's), the baselines of each prior with them; what the caches lack is "
-            "measured in --workers processes."
+            "measured in --workers processes. The figures are cached beside the HTML (report.panels.jsonl for "
+            "report.html): a report of the same models by the same code draws none again."
         ),
     )
     p.add_argument(

@@ -229,7 +229,8 @@ def _panel_html(p: Panel, prior: str | None = None) -> str:
     if p.figure is not None:
         parts.append(
             pio.to_html(
-                p.figure,
+                p.figure,  # a go.Figure (validated as it was built) or a cached one's dict
+                validate=False,
                 full_html=False,
                 include_plotlyjs=False,
                 include_mathjax=False,
@@ -284,16 +285,16 @@ def _grouped(panels: list[Panel], prior: str | None) -> list[str]:
     return out
 
 
-def sections(data: ReportData, only=None) -> list[tuple[str, str, list[Panel]]]:
+def sections(data: ReportData, only=None, cache=None) -> list[tuple[str, str, list[Panel]]]:
     """(section id, heading, panels) of every view registered in interp.report.figures (those named in `only`,
-    where given), in order."""
-    return figures.sections(data, only)
+    where given), in order; `cache`: a FigureCache of `data` (interp.report.figcache)."""
+    return figures.sections(data, only, cache)
 
 
-def render(data: ReportData, title: str = "interp report", only=None) -> str:
+def render(data: ReportData, title: str = "interp report", only=None, cache=None) -> str:
     """The whole report as one HTML string (no network needed to open it); `only`: the names of the view functions
-    to draw (default: all)."""
-    secs = [s for s in sections(data, only) if s[2]]
+    to draw (default: all); `cache`: a FigureCache of `data`, whose panels are not drawn again."""
+    secs = [s for s in sections(data, only, cache) if s[2]]
     priors = list(dict.fromkeys(p.group for _, _, panels in secs for p in panels if p.group is not None))
     prior = DEFAULT_PRIOR if DEFAULT_PRIOR in priors else (priors[0] if priors else None)
     toc = ["<nav>", *([_prior_selector(priors, prior)] if len(priors) > 1 else [])]

@@ -242,6 +242,52 @@ def test_a_cached_report_computes_no_baseline(report, tmp_path, monkeypatch):
         cached_baseline_record(NOISE, _other_settings()[0], 10, 20, None, cache_files(mine))
 
 
+def _undated(html: str) -> str:
+    return re.sub(r"Generated \d{4}-\d\d-\d\d \d\d:\d\d", "Generated", html)
+
+
+def test_a_second_report_draws_no_figure(report, monkeypatch):
+    """The figure cache beside the HTML (interp.report.figcache): a second report of the same data and code takes
+    every panel from it, draws none, and writes the same HTML; other data, other code or a damaged file draw anew."""
+    from interp.report import figcache, render
+    from interp.report.figcache import FigureCache, cache_path
+    from interp.report.figures import base
+
+    path, data, html = report
+    stored = cache_path(path)
+    assert stored == path.with_name("report.panels.jsonl") and stored.is_file()
+    lines = stored.read_text().splitlines()
+    cache = FigureCache(stored, data)
+    monkeypatch.setattr(base, "make_subplots", lambda *a, **k: pytest.fail("a figure was drawn"))
+    again = render(data, cache=cache)
+    assert cache.hits == len(cache.used) == len(lines) - 1 == html.count('<div class="card"') - 1  # - the summary
+    assert _undated(again) == _undated(html)
+    monkeypatch.undo()
+
+    only = {"omegas", "table1"}
+    fewer = dataclasses.replace(data, entries=data.entries[:-1])
+    cache = FigureCache(stored, fewer)  # other data
+    render(fewer, only=only, cache=cache)
+    assert cache.hits == 0 and len(cache.used) > 0
+    monkeypatch.setattr(figcache, "code_digest", lambda: "other code")
+    cache = FigureCache(stored, data)
+    assert cache.stored == {}
+
+    monkeypatch.undo()
+    cache = FigureCache(stored, data)
+    render(data, only=only, cache=cache)
+    assert cache.hits == len(cache.used) > 0
+    cache.save()  # keeps this report's panels only
+    assert len(stored.read_text().splitlines()) == 1 + len(cache.used) < len(lines)
+    stored.write_bytes(b"\xff{ not json")
+    logged = []
+    cache = FigureCache(stored, data, log=logged.append)
+    assert cache.stored == {} and logged == [f"{stored}: not a figure cache of this interp; drawing every figure again"]
+    render(data, cache=cache)
+    cache.save()
+    assert FigureCache(stored, data).stored.keys() == cache.used.keys()  # rewritten whole
+
+
 def _other_settings():
     from interp.report.data import Settings
 

@@ -62,10 +62,12 @@ class View:
     draw: Callable[..., Panel]
     each: Callable[[ReportData], list] | None = None
 
-    def panels(self, data: ReportData) -> list[Panel]:
-        if self.each is None:
-            return [self.draw(data)]
-        return [self.draw(data, item) for item in self.each(data)]
+    def panels(self, data: ReportData, cache=None) -> list[Panel]:
+        """Its panels; `cache` (an interp.report.figcache.FigureCache of `data`) returns those it holds."""
+        calls = [()] if self.each is None else [(item,) for item in self.each(data)]
+        if cache is None:
+            return [self.draw(data, *args) for args in calls]
+        return [cache.panel(self.name, args, lambda args=args: self.draw(data, *args)) for args in calls]
 
 
 REGISTRY: list[View] = []
@@ -149,13 +151,14 @@ def probed_priors(data: ReportData) -> list[str]:
     return sorted(priors, key=lambda p: (order.get(p, len(order)), priors.index(p)))
 
 
-def sections(data: ReportData, only=None) -> list[tuple[str, str, list[Panel]]]:
+def sections(data: ReportData, only=None, cache=None) -> list[tuple[str, str, list[Panel]]]:
     """(section id, heading, panels) of every registered view (of those whose function is named in `only`, where
-    given), in order; ValueError on a repeated panel id."""
+    given), in order, the panels `cache` holds (a FigureCache of `data`) taken from it; ValueError on a repeated panel
+    id."""
     views = [v for v in REGISTRY if only is None or v.draw.__name__ in only]
     out = []
     for sid, heading in SECTIONS.items():
-        out.append((sid, heading, [p for v in views if v.section == sid for p in v.panels(data)]))
+        out.append((sid, heading, [p for v in views if v.section == sid for p in v.panels(data, cache)]))
     ids = [p.id for _, _, panels in out for p in panels]
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:

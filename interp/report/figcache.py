@@ -1,0 +1,111 @@
+"""The figure cache: the panels an earlier report drew, reused where the data and the code are the same.
+
+With its per-run caches filled, a report still spent most of its time building about 130 Plotly figures (Plotly
+validates every property it is given; experiments/results/bench_report.md). A panel is a pure function of the
+ReportData and of interp's code, so it is stored under a digest of both, of its view and of the view's argument (the
+prior of a per-prior view), in a file beside the HTML (`report.html` -> `report.panels.jsonl`), and drawn again only
+when one of them changed. The file keeps the last report's panels only; it is a cache: unreadable, from another
+format or from other code, it is ignored and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import plotly
+import plotly.graph_objects as go
+
+import interp
+from interp.files import CheckpointError, atomic_write_text, read_regular_file
+from interp.limits import MAX_TEXT_BYTES
+from interp.report.data import ReportData
+from interp.report.figures.base import Panel
+
+FORMAT = 1
+FIELDS = ("id", "title", "caption", "note", "group", "anchor")  # a Panel's fields besides its figure
+
+
+def cache_path(html: str | Path) -> Path:
+    """Where the figure cache of the report written to `html` lives."""
+    html = Path(html)
+    return html.with_name(html.stem + ".panels.jsonl")
+
+
+@lru_cache(maxsize=1)
+def code_digest() -> str:
+    """A digest of interp's source files and Plotly's version: a panel drawn by other code is drawn again."""
+    h = hashlib.sha256(f"{FORMAT} plotly {plotly.__version__}".encode())
+    root = Path(interp.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def data_digest(data: ReportData) -> str | None:
+    """A digest of everything a view may read (the report's timings aside); None where the data cannot be pickled
+    (then nothing is cached)."""
+    try:
+        blob = pickle.dumps(replace(data, timings={}), protocol=5)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+    return hashlib.sha256(blob).hexdigest()
+
+
+class FigureCache:
+    """The panels of the last report written to one file, for the report of `data`: `panel(view, args, draw)`
+    returns the stored panel of that view and argument (its figure a dict, as Plotly writes it) where the data and
+    the code are the same, or draws, keeps and returns a new one; `save()` writes the panels of this report, and only
+    those."""
+
+    def __init__(self, path: str | Path, data: ReportData, log: Callable[[str], None] | None = None):
+        self.path = Path(path)
+        self.digest = data_digest(data)
+        self.stored: dict[str, tuple[dict, str]] = self._load(log) if self.digest else {}
+        self.used: dict[str, str] = {}  # key -> its line in the file
+        self.hits = 0
+
+    def _load(self, log) -> dict[str, tuple[dict, str]]:
+        try:
+            lines = read_regular_file(self.path, MAX_TEXT_BYTES, "figure cache").decode().splitlines()
+            head = json.loads(lines[0]) if lines else {}
+            if head.get("format") != FORMAT or head.get("code") != code_digest():
+                return {}
+            return {rec["key"]: (rec, line) for line in lines[1:] for rec in [json.loads(line)]}
+        except CheckpointError as err:
+            if self.path.exists() and log:
+                log(f"{err}; drawing every figure again")
+            return {}
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+            if log:
+                log(f"{self.path}: not a figure cache of this interp; drawing every figure again")
+            return {}
+
+    def panel(self, view: str, args: tuple, draw: Callable[[], Panel]) -> Panel:
+        if self.digest is None:
+            return draw()
+        key = hashlib.sha256(f"{code_digest()}\0{self.digest}\0{view}\0{args!r}".encode()).hexdigest()
+        if key in self.stored:
+            rec, self.used[key] = self.stored[key]
+            self.hits += 1
+            return Panel(**{f: rec[f] for f in FIELDS}, figure=rec["figure"])
+        p = draw()
+        meta = json.dumps({"key": key, **{f: getattr(p, f) for f in FIELDS}})
+        fig = "null" if p.figure is None else _figure_json(p.figure)
+        self.used[key] = f'{meta[:-1]}, "figure": {fig}}}'
+        return p
+
+    def save(self) -> None:
+        if self.digest is None:
+            return
+        head = json.dumps({"format": FORMAT, "code": code_digest()})
+        atomic_write_text(self.path, "\n".join([head, *self.used.values()]) + "\n")
+
+
+def _figure_json(fig: go.Figure | dict) -> str:
+    return fig.to_json() if isinstance(fig, go.Figure) else plotly.io.to_json(fig, validate=False)
