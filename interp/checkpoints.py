@@ -9,6 +9,7 @@ alone, and interp.run.load takes a checkpoint file or a run directory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import numbers
@@ -163,14 +164,21 @@ def save_checkpoint(
     save_tensors(path, model_tensors(model), meta | extra)
 
 
+@functools.lru_cache(maxsize=64)
+def _expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """The tensor names and shapes a model of `cfg` holds, built on the meta device (nothing allocated); cached per
+    config, as a report reads hundreds of checkpoints of a few configs."""
+    with torch.device("meta"):
+        return {k: tuple(v.shape) for k, v in build(cfg, init=False).state_dict().items()}
+
+
 def model_from_tensors(path: Path, tensors: dict[str, torch.Tensor], cfg_dict: Any) -> LinearTransformer:
     """A model from its weights and config dict; sizes and dtypes are checked before the model is allocated."""
     try:
         cfg = ModelConfig.from_dict(cfg_dict)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: bad model config ({err})") from None
-    with torch.device("meta"):  # the expected names and shapes, without allocating what the config declares
-        expected = build(cfg, init=False).state_dict()
+    expected = _expected_shapes(cfg)
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
     if missing:
@@ -180,9 +188,9 @@ def model_from_tensors(path: Path, tensors: dict[str, torch.Tensor], cfg_dict: A
             f"{path}: unexpected tensors {', '.join(unexpected[:4])}{' ...' if len(unexpected) > 4 else ''}"
         )
     for key, ref in expected.items():
-        if tuple(tensors[key].shape) != tuple(ref.shape):
+        if tuple(tensors[key].shape) != ref:
             raise CheckpointError(
-                f"{path}: tensor {key} has shape {list(tensors[key].shape)}, config implies {list(ref.shape)}"
+                f"{path}: tensor {key} has shape {list(tensors[key].shape)}, config implies {list(ref)}"
             )
         if tensors[key].dtype != cfg.torch_dtype:
             raise CheckpointError(
