@@ -29,17 +29,15 @@ from pathlib import Path
 import torch
 
 from interp import kernel
-from interp.baselines import Bayes, oracle_predict
+from interp.baselines import Bayes
 from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses
 from interp.files import atomic_write_text
-from interp.probes.linearity import layer_linearity
-from interp.probes.readout import delta_vs_online, jacobian_readout, theorem42_cosine, token_weights
+from interp.probes.readout import readout_summary
 from interp.render import markdown
 from interp.report import data as report_data
 from interp.run import Run, load
-from interp.tasks import prior_slug, sample_tasks
-from interp.variants import DECAYS
+from interp.tasks import prior_slug
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID_ROOT = ROOT / "experiments" / "family_grid"
@@ -58,20 +56,6 @@ def variant_name(cfg) -> str:
 def cell_name(cfg) -> str:
     """The variant, and _quad<c> for a run on the quadratic task (TrainConfig.quad)."""
     return variant_name(cfg.model) + (f"_quad{cfg.quad:g}" if cfg.quad else "")
-
-
-def quad_losses(predictors: dict, prior: str, quad: float, n_seq: int) -> dict[str, torch.Tensor]:
-    """Per-sequence ½(ŷ − y_t)² − ½(ŷ_oracle − y_t)² on the quadratic task (interp.tasks, quad = c), the oracle the
-    linear ridge with the true σ (the adjusted loss's oracle; on this task it is no floor), seed 0, batches of
-    10 000."""
-    gen, out = torch.Generator().manual_seed(0), defaultdict(list)
-    for start in range(0, n_seq, 10_000):
-        batch = sample_tasks(min(10_000, n_seq - start), 10, 20, prior, gen, quad=quad)
-        base = 0.5 * (oracle_predict(batch) - batch.target) ** 2
-        for name, model in predictors.items():
-            with torch.no_grad():
-                out[name].append(0.5 * (model(batch.tokens) - batch.target) ** 2 - base)
-    return {name: torch.cat(parts) for name, parts in out.items()}
 
 
 def finished_runs(root: Path) -> dict[tuple[str, str, int], list[Run]]:
@@ -97,10 +81,8 @@ def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAM
     models = {run.path.name: load(run.path) for run in runs}
     zoo = {a: TABLE1_ZOO / prior_slug(prior) / f"{a}{L}.safetensors" for a in ("full", "diag")}
     predictors = dict(models) | {a: load(p) for a, p in zoo.items() if p.is_file()}
-    if quad:  # the quadratic task: its own sequences, no Bayes floor
-        diffs = quad_losses(predictors, prior, quad, eval_seq)
-    else:
-        diffs = adjusted_losses(predictors | {"bayes": Bayes(prior)}, EvalSet(prior, n_seq=eval_seq, seed=0))
+    on_task = EvalSet(prior, n_seq=eval_seq, seed=0, quad=quad)  # a --quad run: its own task, no Bayes floor there
+    diffs = adjusted_losses(predictors | ({} if quad else {"bayes": Bayes(prior)}), on_task)
     losses = {name: diffs[name].mean().item() for name in models}
     best = min(losses, key=losses.get)
     out = {
@@ -117,23 +99,8 @@ def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAM
         if a in diffs:
             out[f"vs_{a}"] = _estimate(diffs[best] - diffs[a])  # paired, per sequence
     model = models[best]
-    batch = EvalSet(prior, n_seq=PROBE_SEQ, seed=1).draw()
-    out["linearity"] = layer_linearity(model, batch.tokens).summary().to_json()
-    readout = jacobian_readout(model, batch.tokens)
-    out["readout_gap_median"] = readout.gap.median(-1).values.tolist()
-    out["theorem42_cosine_median"] = theorem42_cosine(model, batch.tokens).median(-1).values.tolist()
-    cfg = model.cfg
-    if cfg.attention in DECAYS and cfg.mlp == "none":
-        tw = token_weights(model, batch.tokens[:128], batch.sigma[:128])
-        centres, by_sigma = tw.by_sigma(bins=4)
-        out["token_weights"] = {
-            "residual": tw.residual.tolist(),
-            "by_position": tw.by_position.tolist(),
-            "sigma": centres.tolist(),
-            "by_sigma": by_sigma.tolist(),
-        }
-    if cfg.attention == "delta" and cfg.mlp == "none":
-        out["delta_vs_online"] = delta_vs_online(readout, batch.tokens)
+    batch = on_task.replace(n_seq=PROBE_SEQ, seed=1).draw()
+    out |= readout_summary(model, batch.tokens, batch.sigma)
     dest = zoo_out / prior_slug(prior) / f"{cell_name(runs[0].config())}{L}.safetensors"
     dest.parent.mkdir(parents=True, exist_ok=True)
     Run(runs[[r.path.name for r in runs].index(best)].path).export(dest)

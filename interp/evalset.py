@@ -10,6 +10,7 @@ are run through a predictor at once (memory), never which ones are drawn.
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Iterator
@@ -37,6 +38,7 @@ class EvalSet:
     chunk: int = BLOCK
     sigma: float | None = None  # every sequence's noise std (a per-σ profile point); None: drawn from the prior
     x_cov: Matrix | None = None  # covariance Λ of the inputs (interp.config.TrainConfig.x_cov); None: I_d
+    quad: float = 0.0  # c of the quadratic task, labels + c·(x(1)² − 1) (interp.tasks.sample_tasks); 0: the paper's
 
     def __post_init__(self):
         object.__setattr__(self, "noise", as_prior(self.noise))  # a spec string is parsed once, here
@@ -57,6 +59,11 @@ class EvalSet:
                 raise InvalidArgument(f"EvalSet.sigma must be in [0, {MAX_SIGMA:g}], got {self.sigma}")
         if self.x_cov is not None:
             object.__setattr__(self, "x_cov", covariance("EvalSet.x_cov", self.x_cov, self.d))
+        if isinstance(self.quad, bool) or not isinstance(self.quad, numbers.Real):
+            raise InvalidType(f"EvalSet.quad must be a number, got {self.quad!r:.60}")
+        if not math.isfinite(self.quad):
+            raise InvalidArgument(f"EvalSet.quad must be finite, got {self.quad!r}")
+        object.__setattr__(self, "quad", float(self.quad))
 
     def replace(self, **changes) -> "EvalSet":
         return dataclasses.replace(self, **changes)
@@ -77,7 +84,15 @@ class EvalSet:
         for start in range(0, self.n_seq, step):
             size = min(step, self.n_seq - start)
             block = sample_tasks(
-                size, self.d, self.n, self.noise, gen, x_cov=self.x_cov, sigma=sigma, dtype=torch.float64
+                size,
+                self.d,
+                self.n,
+                self.noise,
+                gen,
+                x_cov=self.x_cov,
+                sigma=sigma,
+                dtype=torch.float64,
+                quad=self.quad,
             )
             for i in range(0, size, self.chunk):
                 sl = slice(i, i + self.chunk)
@@ -101,6 +116,8 @@ class EvalSet:
         out = {"noise": self.noise.spec, "d": self.d, "n": self.n, "n_seq": self.n_seq, "seed": self.seed}
         if self.x_cov is not None:
             out["x_cov"] = [list(row) for row in self.x_cov]
+        if self.quad:
+            out["quad"] = self.quad
         return out if self.sigma is None else out | {"sigma": self.sigma}
 
     def identity(self) -> dict:

@@ -94,6 +94,24 @@ def test_evalset_draws_inputs_from_x_cov():
         plain.replace(d=3, x_cov=cov)
 
 
+def test_evalset_quad_adds_the_quadratic_term_to_the_same_sequences():
+    """EvalSet.quad c (a run trained with --quad): the same seed's sequences, every label and the target + c·(x(1)² − 1)
+    (interp.tasks); described only where c ≠ 0, so the paper's task keeps its cache keys."""
+    plain, quad = (
+        EvalSet("uniform:1", d=3, n=6, n_seq=40, seed=4),
+        EvalSet("uniform:1", d=3, n=6, n_seq=40, seed=4, quad=0.5),
+    )
+    a, b = plain.draw(), quad.draw()
+    torch.testing.assert_close(b.tokens[..., :-1], a.tokens[..., :-1], rtol=0, atol=0)
+    torch.testing.assert_close(b.tokens[:, :-1, -1], a.tokens[:, :-1, -1] + 0.5 * (a.x[..., 0] ** 2 - 1))
+    torch.testing.assert_close(b.target, a.target + 0.5 * (a.x_query[:, 0] ** 2 - 1))
+    assert quad.describe() == plain.describe() | {"quad": 0.5} and "quad" not in plain.describe()
+    with pytest.raises(TypeError, match="EvalSet.quad must be a number"):
+        plain.replace(quad="1")
+    with pytest.raises(ValueError, match="EvalSet.quad must be finite"):
+        plain.replace(quad=float("inf"))
+
+
 def test_oracle_has_zero_adjusted_loss_and_stderr_is_paired():
     est = evaluate({"oracle": oracle_predict, "zero": lambda b: torch.zeros(len(b))}, EvalSet("uniform:1", n_seq=4000))
     assert est["oracle"].mean == 0 and est["oracle"].stderr == 0

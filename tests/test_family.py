@@ -52,7 +52,11 @@ def test_the_quadratic_task_adds_c_x1_squared_minus_one_to_every_label():
 def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     """Two tiny runs of the sweep (a RetNet on the paper's task, FULL + quadratic FFN on the quadratic one), then
     experiments/family.py: one cell each, the best seed exported, the readout exact on the RetNet."""
+    from interp import load
     from interp.cli import main
+    from interp.evalset import EvalSet
+    from interp.evaluate import adjusted_loss, per_layer_loss
+    from interp.probes.readout import readout_summary
     from tests.helpers import experiment_script
 
     grid = tmp_path / "grid.toml"
@@ -76,5 +80,23 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     assert max(cells["retnet"]["readout_gap_median"]) < 1e-6 and "token_weights" in cells["retnet"]
     assert (tmp_path / "zoo" / "uniform5" / "retnet1.safetensors").is_file()
     assert "retnet" in (out / "variants.md").read_text()
-    run = next(p for p in root.iterdir() if "retnet" in p.name)  # interp probe reads the paper's model only
-    assert main(["probe", str(run), "--json", str(tmp_path / "p.json"), "--probe-seq", "64"]) == 2
+    # interp probe and interp eval take the family's runs: the one readout, each run on its own task
+    run = next(p for p in root.iterdir() if "retnet" in p.name)
+    quad = next(p for p in root.iterdir() if "quad1" in p.name)
+    assert main(["probe", str(run), str(quad), "--json", str(tmp_path / "p.json"), "--probe-seq", "64"]) == 0
+    retnet, lsa_quad = json.loads((tmp_path / "p.json").read_text())["models"]
+    model, data = load(run), EvalSet("uniform:5", n_seq=64, seed=0)
+    batch = data.draw()
+    want = json.loads(json.dumps(readout_summary(model, batch.tokens, batch.sigma)))
+    got_w, want_w = retnet["readout"].pop("token_weights"), want.pop("token_weights")  # ALS: equal to rounding
+    assert retnet["readout"] == want and got_w["residual"] == pytest.approx(want_w["residual"], rel=1e-9)
+    assert got_w["by_position"][0] == pytest.approx(want_w["by_position"][0], rel=1e-9, abs=1e-12)
+    assert [e["mean"] for e in retnet["loss_per_layer"]] == [e.mean for e in per_layer_loss(model, data)]
+    assert (retnet["family"], retnet["n_layers"], "quad" in retnet) == ("retnet", 1, False)
+    assert lsa_quad["quad"] == 1.0 and "token_weights" not in lsa_quad["readout"]
+    on_task = EvalSet("uniform:5", n_seq=64, seed=0, quad=1.0)
+    assert lsa_quad["loss_per_layer"][-1]["mean"] == pytest.approx(per_layer_loss(load(quad), on_task)[-1].mean)
+    assert main(["eval", str(quad), "--n-seq", "64", "--no-baselines", "--json", str(tmp_path / "e.json")]) == 0
+    assert json.loads((tmp_path / "e.json").read_text())["rows"][0]["mean"] == pytest.approx(
+        adjusted_loss(load(quad), on_task.replace(n_seq=64)).mean
+    )

@@ -38,7 +38,8 @@ def add(sub) -> None:
             "where one exists. MODEL is a checkpoint file or a run directory (its last checkpoint). Models are "
             "evaluated on the noise prior, d and n they were trained on (--noise and --n override them; models trained "
             "on different ones are refused) and a run trained on x ~ N(0, Λ) (interp train --x-cov) on inputs from "
-            "N(0, Λ), the baselines tuned there."
+            "N(0, Λ), the baselines tuned there; a run trained with --quad c on its own task, labels + c·(x(1)² − 1) "
+            "(the oracle the linear ridge on those labels; no paper value)."
         ),
     )
     p.add_argument("models", nargs="*", type=existing_path, metavar="MODEL", help="checkpoint files or run directories")
@@ -202,6 +203,24 @@ def _input_covariance(models: list[ResolvedModel], paths: list[str]) -> Matrix |
     return next(iter(first), None)
 
 
+def _quadratic_task(models: list[ResolvedModel], paths: list[str]) -> float:
+    """c of the quadratic task the models were trained on (TrainConfig.quad; 0: the paper's task, also for a loose
+    checkpoint); one evaluation draws one set of sequences, so models trained on different tasks are refused."""
+    first: dict[float, str] = {}
+    for m, path in zip(models, paths):
+        first.setdefault(0.0 if m.config is None else m.config.quad, path)
+    if len(first) > 1:
+        raise ArgError(
+            "MODEL: "
+            + ", ".join(
+                f"{path} is trained on " + (f"the quadratic task (--quad {c:g})" if c else "the paper's task")
+                for c, path in first.items()
+            )
+            + "; evaluate them separately"
+        )
+    return next(iter(first), 0.0)
+
+
 def _note_step(m: ResolvedModel) -> None:
     """Say on stderr which step was read when a run directory's last checkpoint is not its final step."""
     if m.run is None or m.checkpoint == Path(m.path) or m.config is None:
@@ -252,11 +271,7 @@ def cmd_eval(args) -> int:
     models = [resolve_model(path) for path in paths]  # what each path is: model, step, prior, d, n, Λ
     for m in models:
         _note_step(m)
-        if m.config is not None and m.config.quad:  # its labels carry c·(x(1)² − 1): the paper's task is not its own
-            raise ArgError(
-                f"{m.path}: trained on the quadratic task (--quad {m.config.quad:g}); interp eval scores the paper's "
-                "linear task only (experiments/family.py scores the quadratic task)"
-            )
+    quad = _quadratic_task(models, paths)  # a --quad run is scored on its own task: labels + c·(x(1)² − 1)
     noise, d, n = _setting(models, paths, args)  # each model on the prior, d and n it was trained on
     if args.chunk * (n + 1) * (d + 1) > MAX_BATCH_ELEMENTS:
         raise ArgError(
@@ -293,7 +308,7 @@ def cmd_eval(args) -> int:
             arch=cfg.param,
             layers=cfg.n_layers,
             trained_on=m.noise,
-            paper=paper_value(cfg.param, noise, cfg.n_layers, d, n, x_cov) if in_dist else None,
+            paper=paper_value(cfg.param, noise, cfg.n_layers, d, n, x_cov) if in_dist and not quad else None,
         )
     tuning = None
     if names:
@@ -309,13 +324,17 @@ def cmd_eval(args) -> int:
         for nm, fn in base.items():
             preds[nm] = fn
             meta[nm] = dict(
-                kind="baseline", paper=paper_value(nm, noise, None, d, n, x_cov), params=parameters(nm, rec)
+                kind="baseline",
+                paper=None if quad else paper_value(nm, noise, None, d, n, x_cov),
+                params=parameters(nm, rec),
             )
 
     sigmas = args.sigmas or sigma_grid(noise)
     rows: list[dict] = []
     common = dict(noise=noise, d=d, n=n, seed=args.eval_seed)
-    on_prior = EvalSet(noise, d=d, n=n, n_seq=args.eval_seq, seed=args.eval_seed, chunk=args.chunk, x_cov=x_cov)
+    on_prior = EvalSet(
+        noise, d=d, n=n, n_seq=args.eval_seq, seed=args.eval_seed, chunk=args.chunk, x_cov=x_cov, quad=quad
+    )
     per_sigma = on_prior.replace(n_seq=args.profile_seq)
     if args.view == "table":
         for nm, est in evaluate(preds, on_prior).items():
@@ -346,6 +365,7 @@ def cmd_eval(args) -> int:
         payload = dict(
             **common,
             **({} if x_cov is None else {"x_cov": on_prior.describe()["x_cov"]}),
+            **({"quad": quad} if quad else {}),
             view=args.view,
             n_seq=args.eval_seq,
             profile_seq=args.profile_seq,
@@ -356,7 +376,8 @@ def cmd_eval(args) -> int:
         )
         write(args.json, json_text(payload, default=str))
     if STDOUT not in (args.csv, args.json):
-        print(_terminal(args.view, rows, meta, noise + inputs_suffix(x_cov), d, n, args, sigmas))
+        task = noise + inputs_suffix(x_cov) + (f", quadratic task: labels + {quad:g}·(x(1)² − 1)" if quad else "")
+        print(_terminal(args.view, rows, meta, task, d, n, args, sigmas))
     return 0
 
 

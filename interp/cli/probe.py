@@ -21,7 +21,10 @@ def add(sub) -> None:
             "with OLS / ridge / GD, fits the layers to the paper's algebraic forms and writes one JSON file "
             "(schema: docs/probe_schema.md); prints a short per-layer table per model and its layer schedule (§5.3: "
             "each layer's update split into x<-x, x<-y, y<-x, y<-y blocks, sized, and ablated one at a time). A run "
-            "trained on x ~ N(0, Λ) (interp train --x-cov) is probed on inputs from N(0, Λ)."
+            "trained on x ~ N(0, Λ) (interp train --x-cov) is probed on inputs from N(0, Λ), one trained with --quad "
+            "on its quadratic task. A model of the linear-attention family (--attention, --mlp) gets the one readout "
+            "every model has instead: the adjusted loss after each layer, w^l = dŷ^l/dx_t and its linearity, Theorem "
+            "4.2's cosine, the token weights of decays and gates, DeltaNet against LMS and RLS."
         ),
     )
     p.add_argument(
@@ -83,11 +86,6 @@ def cmd_probe(args) -> int:
     for path in args.checkpoints:
         m = resolve_model(path)  # the model, its step and what it was trained on (its run's config, if any)
         model = m.model
-        if not model.cfg.is_lsa:  # Theorem 4.1's recursion and the DIAG fits read P, Q: the paper's model only
-            raise ArgError(
-                f"{path}: a {model.cfg.family_label} model; interp probe reads Theorem 4.1 off the paper's model. "
-                "The family's readout is interp.probes.readout (jacobian_readout, token_weights; experiments/family.py)"
-            )
         noise = args.noise or m.noise
         if noise is None:
             raise ArgError(f"--noise: required ({path} does not record its training prior)")
@@ -100,11 +98,23 @@ def cmd_probe(args) -> int:
             )
         if n + 1 < model.cfg.d + 1:
             raise ArgError(f"--n: {n} is too short for d = {model.cfg.d} (least squares needs n >= d)")
+        quad = 0.0 if m.config is None else m.config.quad  # a --quad run: probed on its own task
         data = EvalSet(
-            noise, d=model.cfg.d, n=n, n_seq=args.probe_seq, seed=args.eval_seed, chunk=args.chunk, x_cov=x_cov
+            noise,
+            d=model.cfg.d,
+            n=n,
+            n_seq=args.probe_seq,
+            seed=args.eval_seed,
+            chunk=args.chunk,
+            x_cov=x_cov,
+            quad=quad,
         )
         if m.note:  # every check passed: what is not known of the model is said before the work
             print(f"interp probe: note: {m.note}", file=sys.stderr)
+        if not model.cfg.is_lsa:  # Theorem 4.1's recursion and the DIAG fits read P, Q: the family's one readout
+            models.append(_family_record(str(path), m, model, data))
+            print_family_table(str(path), m.step, models[-1])
+            continue
         rec = probe_model(model, data, fit_seq=args.fit_seq, ablation_seq=args.ablation_seq)
         models.append(
             {
@@ -124,6 +134,69 @@ def cmd_probe(args) -> int:
     write(out, json_text(doc, strict=True))
     print(f"wrote {out}")
     return 0
+
+
+def _family_record(path: str, m, model, data) -> dict:
+    """The probe record of a model of the linear-attention family (interp.variants): the adjusted loss after each
+    layer and the one readout every model has (interp.probes.readout.readout_summary, docs/probe_schema.md)."""
+    from interp.evaluate import per_layer_loss
+    from interp.probes.readout import readout_summary
+
+    batch = data.draw()
+    return {
+        "path": path,
+        "checkpoint": str(m.checkpoint),
+        "step": m.step,
+        "trained_noise": m.noise,
+        **data.describe(),
+        "family": model.cfg.family_label,
+        "attention": model.cfg.attention,
+        "mlp": model.cfg.mlp,
+        "n_layers": model.cfg.n_layers,
+        "n_heads": model.cfg.n_heads,
+        "loss_per_layer": [e.to_dict() for e in per_layer_loss(model, data)],
+        "readout": readout_summary(model, batch.tokens, batch.sigma),
+    }
+
+
+def print_family_table(path: str, step, rec: dict) -> None:
+    """One row per layer l = 1..L of a family model's probe record (`_family_record`)."""
+    from interp.render import count, table
+
+    r, lin = rec["readout"], rec["readout"]["linearity"]
+    task = f"; quadratic task, labels + {rec['quad']:g}·(x(1)² − 1)" if rec.get("quad") else ""
+    print(
+        f"\n{path}: {rec['family']} L={rec['n_layers']} H={rec['n_heads']} step {step}, {count(rec['n_seq'])} "
+        f"sequences of {rec['noise']} (seed {rec['seed']}{task})"
+    )
+    head = ["l", "adjusted loss", "query lin. resid", "readout gap", "Thm 4.2 |cos|"]
+    weights = r.get("token_weights")
+    if weights:
+        head += ["ω fit resid", "ω_1", "ω_n"]
+    rows = []
+    for l in range(1, rec["n_layers"] + 1):
+        row = [
+            str(l),
+            _f(rec["loss_per_layer"][l]["mean"], ".4g"),
+            _f(lin["query_median"][l], ".1e"),
+            _f(r["readout_gap_median"][l], ".1e"),
+            _f(r["theorem42_cosine_median"][l], ".3f"),
+        ]
+        if weights:
+            pos = weights["by_position"][l - 1]
+            row += [_f(weights["residual"][l - 1], ".2e"), _f(pos[0]), _f(pos[-1])]
+        rows.append(row)
+    print(table(head, rows, left=0))
+    if "delta_vs_online" in r:
+        dv = r["delta_vs_online"]
+        print(
+            "DeltaNet's w^l against online solvers, median relative error per layer: LMS "
+            + ", ".join(f"{e:.2g} (η {eta:.2g})" for e, eta in zip(dv["lms_error"], dv["eta"]))
+            + "; RLS "
+            + ", ".join(f"{e:.2g} (λ {lam:.2g})" for e, lam in zip(dv["rls_error"], dv["lam"]))
+            + "; OLS "
+            + ", ".join(f"{e:.2g}" for e in dv["ols_error"])
+        )
 
 
 def _f(x, fmt: str = ".3g") -> str:

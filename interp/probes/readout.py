@@ -25,7 +25,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.files import InvalidArgument, InvalidType
-from interp.variants import as_float64
+from interp.probes.linearity import layer_linearity
+from interp.variants import DECAYS, as_float64
 
 
 def _tokens(tokens) -> Tensor:
@@ -187,4 +188,35 @@ def delta_vs_online(
         out["lam"].append(lam)
         out["rls_error"].append(err(cand_rls[lam], w))
         out["ols_error"].append(err(ols, w))
+    return out
+
+
+WEIGHT_SEQ = 128  # sequences of the token-weight fit (double backward per input coordinate: the costly probe)
+
+
+def readout_summary(
+    model, tokens: Float[Tensor, "batch pos D"], sigma: Float[Tensor, "batch"], weight_seq: int = WEIGHT_SEQ
+) -> dict:
+    """What interp reads out of any model of the family (interp.variants), as JSON: per layer l = 0..L the linearity
+    of the layer's token map (interp.probes.linearity), the median readout gap |ŷ^l − ⟨w^l, x_t⟩| and Theorem 4.2's
+    median cosine; for a decay or gate without an FFN, the token weights ω_j of the first `weight_seq` sequences
+    against position and σ (4 bins) with each layer's fit residual; for DeltaNet, w^l against LMS and RLS."""
+    readout = jacobian_readout(model, tokens)
+    out = {
+        "linearity": layer_linearity(model, tokens).summary().to_json(),
+        "readout_gap_median": readout.gap.median(-1).values.tolist(),
+        "theorem42_cosine_median": theorem42_cosine(model, tokens).median(-1).values.tolist(),
+    }
+    cfg = model.cfg
+    if cfg.attention in DECAYS and cfg.mlp == "none":
+        tw = token_weights(model, tokens[:weight_seq], sigma[:weight_seq])
+        centres, by_sigma = tw.by_sigma(bins=4)
+        out["token_weights"] = {
+            "residual": tw.residual.tolist(),
+            "by_position": tw.by_position.tolist(),
+            "sigma": centres.tolist(),
+            "by_sigma": by_sigma.tolist(),
+        }
+    if cfg.attention == "delta" and cfg.mlp == "none":
+        out["delta_vs_online"] = delta_vs_online(readout, tokens)
     return out

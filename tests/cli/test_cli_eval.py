@@ -177,12 +177,22 @@ def _run_dir(path, n: int, noise: str = "uniform:1", eta: float = 0.03, quad: fl
     return run.path, model
 
 
-def test_a_run_on_the_quadratic_task_is_refused(tmp_path, capsys):
-    """A --quad run's task is not the paper's: scoring it there would be a number for a task it was not trained on."""
-    path, _ = _run_dir(tmp_path / "q", n=20, quad=0.5)
-    rc, out, err = run(["eval", path, "--n-seq", "100", "--no-baselines"], capsys)
+def test_a_run_on_the_quadratic_task_is_scored_on_its_own_task(tmp_path, capsys):
+    """A --quad run is scored on its own task (labels + c·(x(1)² − 1), the adjusted loss's oracle the linear ridge),
+    without a paper value; beside a run on the paper's task it is refused in one line (one evaluation, one task)."""
+    path, model = _run_dir(tmp_path / "q", n=20, quad=0.5)
+    on = lambda quad: adjusted_loss(model, EvalSet("uniform:1", d=3, n=20, n_seq=300, seed=0, quad=quad)).mean  # noqa: E731
+    rc, out, err = run(["eval", path, "--n-seq", "300", "--no-baselines", "--json", tmp_path / "q.json"], capsys)
+    assert rc == 0, err
+    data = json.loads((tmp_path / "q.json").read_text())
+    assert data["quad"] == 0.5 and data["predictors"]["q"]["paper"] is None
+    assert data["rows"][0]["mean"] == pytest.approx(on(0.5), rel=1e-12)
+    assert on(0.5) != pytest.approx(on(0.0), rel=0.1)  # not the paper task's number
+    assert "quadratic task: labels + 0.5·(x(1)² − 1)" in out
+    linear, _ = _run_dir(tmp_path / "lin", n=20)
+    rc, out, err = run(["eval", path, linear, "--n-seq", "100", "--no-baselines"], capsys)
     assert rc == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
-    assert f"{path}: trained on the quadratic task (--quad 0.5)" in err
+    assert f"{path} is trained on the quadratic task (--quad 0.5), {linear} is trained on the paper's task" in err
 
 
 def test_a_run_is_evaluated_on_its_own_n_unless_n_is_given(tmp_path, capsys):
