@@ -134,6 +134,16 @@ def render(cells: dict, meta: dict) -> str:
     return "\n".join(text)
 
 
+ANSWERS = "## Answers"  # variants.md from this heading on is written by hand, and kept when the tables are rewritten
+
+
+def kept_answers(md: Path) -> str:
+    """The hand-written part of an existing variants.md (from ANSWERS on), or nothing."""
+    text = md.read_text() if md.is_file() else ""
+    at = text.find("\n" + ANSWERS)
+    return "" if at < 0 else "\n" + text[at + 1 :]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", type=Path, default=GRID_ROOT)
@@ -159,7 +169,8 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     doc = {"meta": meta, "cells": [{"prior": k[0], "variant": k[1], **v} for k, v in sorted(cells.items())]}
     atomic_write_text(args.out / "variants.json", json.dumps(doc, indent=1, default=_jsonable) + "\n")
-    atomic_write_text(args.out / "variants.md", render(cells, meta))
+    md = args.out / "variants.md"
+    atomic_write_text(md, render(cells, meta) + kept_answers(md))
     args.zoo.mkdir(parents=True, exist_ok=True)  # beside the exported models: what interp report draws
     atomic_write_text(args.zoo / "summary.json", json.dumps(doc, indent=1, default=_jsonable) + "\n")
     print(f"{len(cells)} cells from {meta['runs']} runs in {meta['wall_s']:.0f} s: {args.out / 'variants.md'}")

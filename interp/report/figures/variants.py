@@ -51,7 +51,8 @@ def _style(row) -> tuple[str, str, str]:
         "Theorem 4.1: for FULL and DIAG it is 0 (rounding, drawn at 1e-16), and so for linear attention with a "
         "linear FFN; an FFN with ReLU, softmax attention or kernel attention (elu+1) can leave it. Look for how far "
         "above rounding each variant sits and at which layer it departs; the hover shows the context fit's own "
-        "residual and the prediction's gap from the readout ⟨w^l, x_t⟩ too (experiments/results/variants.md)."
+        "residual and the prediction's gap from the readout ⟨w^l, x_t⟩ too "
+        "(experiments/results/variants_short_budget.md)."
     ),
 )
 def variants_linearity(data: ReportData, study) -> go.Figure:
@@ -100,8 +101,8 @@ def variants_linearity(data: ReportData, study) -> go.Figure:
         "The adjusted loss (½·MSE minus the oracle ridge's, Table 1's metric) of every model of the variants study "
         "on its training prior, log y, ± one standard error. The Table 1 zoo's FULL and DIAG were trained with the "
         "fast preset (4 000 to 32 000 steps of 2 048 sequences); the variants and FULL (same budget) with one "
-        "shorter recipe (experiments/results/variants.md): compare a variant with FULL (same budget) for what the "
-        "architecture changes, and with the zoo for how far the short recipe is from converged."
+        "shorter recipe (experiments/results/variants_short_budget.md): compare a variant with FULL (same budget) "
+        "for what the architecture changes, and with the zoo for how far the short recipe is from converged."
     ),
 )
 def variants_loss(data: ReportData, study) -> go.Figure:
