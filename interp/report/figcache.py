@@ -10,12 +10,12 @@ format or from other code, it is ignored and rewritten.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-import pickle
 from dataclasses import replace
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Callable
 
 import plotly
@@ -47,14 +47,27 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-def data_digest(data: ReportData) -> str | None:
-    """A digest of everything a view may read (the report's timings aside); None where the data cannot be pickled
-    (then nothing is cached)."""
-    try:
-        blob = pickle.dumps(replace(data, timings={}), protocol=5)
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return None
-    return hashlib.sha256(blob).hexdigest()
+def data_digest(data: ReportData) -> str:
+    """A digest of everything a view may read: the report's data as plain JSON (`_plain`), its timings and whether
+    each record came from a cache left out (a record just measured and the same record read back draw alike)."""
+    blob = json.dumps(_plain(replace(data, timings={})), sort_keys=True, allow_nan=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _plain(x):
+    """`x` as JSON values: dataclasses and dicts as objects (a record's `cached` flag left out), tuples as lists,
+    tensors and arrays as nested lists, paths as strings, anything else by its repr."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x) if f.name != "cached"}
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if x is None or isinstance(x, (str, bool, int, float)):
+        return x
+    if hasattr(x, "tolist"):  # a tensor or an array
+        return _plain(x.tolist())
+    return str(x) if isinstance(x, PurePath) else repr(x)
 
 
 class FigureCache:
@@ -66,7 +79,7 @@ class FigureCache:
     def __init__(self, path: str | Path, data: ReportData, log: Callable[[str], None] | None = None):
         self.path = Path(path)
         self.digest = data_digest(data)
-        self.stored: dict[str, tuple[dict, str]] = self._load(log) if self.digest else {}
+        self.stored: dict[str, tuple[dict, str]] = self._load(log)
         self.used: dict[str, str] = {}  # key -> its line in the file
         self.hits = 0
 
@@ -87,8 +100,6 @@ class FigureCache:
             return {}
 
     def panel(self, view: str, args: tuple, draw: Callable[[], Panel]) -> Panel:
-        if self.digest is None:
-            return draw()
         key = hashlib.sha256(f"{code_digest()}\0{self.digest}\0{view}\0{args!r}".encode()).hexdigest()
         if key in self.stored:
             rec, self.used[key] = self.stored[key]
@@ -101,8 +112,6 @@ class FigureCache:
         return p
 
     def save(self) -> None:
-        if self.digest is None:
-            return
         head = json.dumps({"format": FORMAT, "code": code_digest()})
         atomic_write_text(self.path, "\n".join([head, *self.used.values()]) + "\n")
 

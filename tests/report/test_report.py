@@ -249,7 +249,8 @@ def _undated(html: str) -> str:
 def test_a_second_report_draws_no_figure(report, monkeypatch):
     """The figure cache beside the HTML (interp.report.figcache): a second report of the same data and code takes
     every panel from it, draws none, and writes the same HTML; other data, other code or a damaged file draw anew."""
-    from interp.report import figcache, render
+    from interp.report import figcache, render, write_report
+    from interp.report.data import Settings
     from interp.report.figcache import FigureCache, cache_path
     from interp.report.figures import base
 
@@ -262,6 +263,10 @@ def test_a_second_report_draws_no_figure(report, monkeypatch):
     again = render(data, cache=cache)
     assert cache.hits == len(cache.used) == len(lines) - 1 == html.count('<div class="card"') - 1  # - the summary
     assert _undated(again) == _undated(html)
+    logged = []  # the whole command again: the records now read from their caches, the figures from theirs
+    write_report([e.path for e in data.entries], path, Settings.quick(), log=logged.append)
+    assert f"{cache.hits} of {cache.hits} figures from {stored}" in logged, logged
+    assert _undated(path.read_text()) == _undated(html)
     monkeypatch.undo()
 
     only = {"omegas", "table1"}
