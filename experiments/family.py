@@ -155,7 +155,9 @@ def main(argv=None) -> int:
     found = finished_runs(args.root)
     cells = {key: measure_cell(key[0], runs, args.eval_seq, args.zoo) for key, runs in found.items()}
     meta = {
-        "root": str(args.root),
+        "root": str(args.root.resolve().relative_to(ROOT))
+        if args.root.resolve().is_relative_to(ROOT)
+        else str(args.root),
         "runs": sum(len(r) for r in found.values()),
         "eval_seq": args.eval_seq,
         "machine": {
