@@ -21,9 +21,10 @@ def cell(prior, variant, L, loss, weights=False):
     }  # fmt: skip
     if weights:
         out["token_weights"] = {
-            "by_position": [[0.5 + 0.1 * j for j in range(10)]] * L,
+            "by_position": [[0.5 + 0.1 * j + 0.01 * l for j in range(10)] for l in range(L)],
             "sigma": [1.0, 3.0],
             "by_sigma": [[0.9, 1.1]] * L,
+            "residual": [0.01 * (l + 1) for l in range(L)],
         }
     return out
 
@@ -55,7 +56,15 @@ def test_every_view_draws_one_panel_per_prior():
     gap = next(p.figure for p in drawn if p.id == "family-readout-uniform5")
     assert {t.name: max(t.y) for t in gap.data} == {"retnet (L=4)": 1e-17, "softmax (L=2)": 1e-3}
     weights = next(p.figure for p in drawn if p.id == "family-weights-uniform5")
-    assert len(weights.data) == 4 and list(weights.data[0].y)[:2] == [0.5, 0.6]  # two retnet depths × two panels
+    # the first (dashed) and last layer of two retnet depths, in two panels each
+    shown = {(t.name, t.line.dash, t.y[0]) for t in weights.data if t.showlegend is not False}
+    assert shown == {
+        ("retnet (L=2), layer 1", "dash", 0.5),
+        ("retnet (L=2), layer 2", "solid", 0.51),
+        ("retnet (L=4), layer 1", "dash", 0.5),
+        ("retnet (L=4), layer 4", "solid", 0.53),
+    }
+    assert len(weights.data) == 8 and "fit residual 0.04" in weights.data[-1].hovertemplate
 
 
 def test_no_study_no_panels_and_the_study_is_found_beside_the_models(tmp_path):

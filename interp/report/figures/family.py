@@ -98,29 +98,39 @@ def family_readout(data: ReportData, item) -> go.Figure:
     probed=False,
     each=_priors,
     caption=(
-        "Each decay / gate variant's last layer fitted to weighted preconditioned GD, w = Γ Σ_j ω_j y_j x_j (Li et al. "
-        "2025, Gating is Weighting; interp.probes.readout.token_weights), ω of mean 1: left, ω_j against the "
-        "position j (1 = earliest); right, the mean ω of a sequence against its noise σ. The task wants equal weights "
-        "(ω = 1); a weight that rises with σ or falls to the early tokens is what the gate learned."
+        "Each decay / gate variant's first layer (dashed) and last layer (solid) fitted to weighted preconditioned GD, "
+        "w = Γ Σ_j ω_j y_j x_j (Li et al. 2025, Gating is Weighting; interp.probes.readout.token_weights), ω of mean "
+        "1: left, ω_j against the position j (1 = earliest); right, the mean ω of a sequence against its noise σ; the "
+        "hover gives the fit's residual. The task wants equal weights (ω = 1). Layer 1 reads the raw labels: there a "
+        "weight that moves with σ is the gate's own. Later layers read labels the layers before changed, and fit the "
+        "form less well; RetNet, whose decay cannot read the data, is the reference: a trend it shares comes from "
+        "those labels, not from a gate (experiments/results/variants.md)."
     ),
 )
 def family_weights(data: ReportData, item) -> go.Figure:
     _, cells = item
     colors = _colors(cells)
-    fig = _subplots(2, titles=["ω_j against position j", "mean ω against the sequence's σ"], horizontal_spacing=0.08)
+    fig = _subplots(2, titles=["ω_j against position j", "mean ω against the sequence's σ"], horizontal_spacing=0.12)
     for c in sorted((c for c in cells if "token_weights" in c), key=lambda c: (c["variant"], c["layers"])):
         tw, label = c["token_weights"], f"{c['variant']} (L={c['layers']})"
-        pos = tw["by_position"][-1]
-        fig.add_trace(
-            go.Scatter(x=list(range(1, len(pos) + 1)), y=pos, mode="lines+markers", name=label,
-                       legendgroup=label, line=dict(color=colors[c["variant"]])),
-            row=1, col=1,
-        )  # fmt: skip
-        fig.add_trace(
-            go.Scatter(x=tw["sigma"], y=tw["by_sigma"][-1], mode="lines+markers", name=label, legendgroup=label,
-                       showlegend=False, line=dict(color=colors[c["variant"]])),
-            row=1, col=2,
-        )  # fmt: skip
+        layers = sorted({0, len(tw["by_position"]) - 1})  # the first and the last layer
+        for i in layers:
+            name = f"{label}, layer {i + 1}"
+            res = tw["residual"][i]
+            style = dict(color=colors[c["variant"]], dash="solid" if i == layers[-1] else "dash")
+            pos = tw["by_position"][i]
+            fig.add_trace(
+                go.Scatter(x=list(range(1, len(pos) + 1)), y=pos, mode="lines+markers", name=name, legendgroup=name,
+                           line=style, hovertemplate=f"{name}: ω_%{{x}} = %{{y:.3f}} (fit residual {res:.2g})"
+                           "<extra></extra>"),
+                row=1, col=1,
+            )  # fmt: skip
+            fig.add_trace(
+                go.Scatter(x=tw["sigma"], y=tw["by_sigma"][i], mode="lines+markers", name=name, legendgroup=name,
+                           showlegend=False, line=style, hovertemplate=f"{name}: σ = %{{x:.2f}}, mean ω = "
+                           f"%{{y:.3f}} (fit residual {res:.2g})<extra></extra>"),
+                row=1, col=2,
+            )  # fmt: skip
     _axes(fig, "position j", "ω_j", row=1, col=1)
     _axes(fig, "σ", "mean ω", row=1, col=2)
     return fig
