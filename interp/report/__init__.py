@@ -34,9 +34,9 @@ def write_report(
     atomic_write_text(out, render(data, cache=cache))
     data.timings["render"] = time.perf_counter() - t0
     if cache is not None:
-        cache.save()
+        failed = cache.save()
         if log:
-            log(f"{cache.hits} of {len(cache.used)} figures from {cache.path}")
+            log(failed or f"{cache.hits} of {len(cache.used)} figures from {cache.path}")
     if log:
         log(f"rendered in {data.timings['render']:.1f} s")
     return out, data

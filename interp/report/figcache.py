@@ -22,7 +22,7 @@ import plotly
 import plotly.graph_objects as go
 
 import interp
-from interp.files import CheckpointError, atomic_write_text, read_regular_file
+from interp.files import CheckpointError, InterpError, atomic_write_text, read_regular_file
 from interp.limits import MAX_TEXT_BYTES
 from interp.report.data import ReportData
 from interp.report.figures.base import Panel
@@ -111,9 +111,15 @@ class FigureCache:
         self.used[key] = f'{meta[:-1]}, "figure": {fig}}}'
         return p
 
-    def save(self) -> None:
+    def save(self) -> str | None:
+        """Write the file; where it cannot be written (a directory in its place, no permission), the reason in one
+        line instead of an error: the report stands without its cache."""
         head = json.dumps({"format": FORMAT, "code": code_digest()})
-        atomic_write_text(self.path, "\n".join([head, *self.used.values()]) + "\n")
+        try:
+            atomic_write_text(self.path, "\n".join([head, *self.used.values()]) + "\n")
+        except (OSError, InterpError) as err:
+            return f"{self.path}: cannot write the figure cache ({getattr(err, 'strerror', None) or err})"
+        return None
 
 
 def _figure_json(fig: go.Figure | dict) -> str:

@@ -291,6 +291,14 @@ def test_a_second_report_draws_no_figure(report, monkeypatch):
     render(data, cache=cache)
     cache.save()
     assert FigureCache(stored, data).stored.keys() == cache.used.keys()  # rewritten whole
+    blocked = path.with_name("blocked.panels.jsonl")  # a cache that cannot be written: the report stands without it
+    blocked.mkdir()
+    logged = []
+    out, _ = write_report(
+        [e.path for e in data.entries], path.with_name("blocked.html"), Settings.quick(), log=logged.append
+    )
+    assert _undated(out.read_text()) == _undated(html)
+    assert f"{blocked}: cannot write the figure cache (Is a directory)" in logged, logged
 
 
 def _other_settings():
