@@ -117,6 +117,29 @@ def test_expand_names_order_and_overrides():
         expand({"learning_rate": [1, 2]})
 
 
+def test_a_grids_order_puts_its_options_slowest(tmp_path):
+    """`order` (a grid file's key, or expand's): the options it names vary slowest, in its order; the same runs, the
+    same names, only their order changes. A name the grid does not set, or one named twice, is a SweepError."""
+    options = {"arch": ["full", "diag"], "layers": [1, 2], "seed": [0, 1]}
+    default = [r.name for r in expand(options)]
+    shallow = [r.name for r in expand({**options, "order": ["layers", "seeds"]})]
+    assert sorted(shallow) == sorted(default) and shallow != default
+    assert shallow == [f"{a}{L}_uniform5_s{s}" for L in (1, 2) for s in (0, 1) for a in ("full", "diag")]
+    grid = tmp_path / "grid.toml"
+    grid.write_text('arch = ["full", "diag"]\nlayers = [1, 2]\nseeds = [0, 1]\norder = ["layers"]\n')
+    assert [r.name for r in expand(*load_grid_file(grid))] == [
+        f"{a}{L}_uniform5_s{s}" for L in (1, 2) for s in (0, 1) for a in ("full", "diag")
+    ]
+    for bad, match in (
+        (["noise"], "order names 'noise', which the grid does not set"),
+        (["layers", "layers"], "twice"),
+    ):
+        with pytest.raises(SweepError, match=match):
+            expand({**options, "order": bad})
+    with pytest.raises(SweepError, match="order must be a list of option names"):
+        expand({**options, "order": "layers"})
+
+
 def test_grid_file_and_its_errors(tmp_path, capsys):
     grid = tmp_path / "grid.toml"
     grid.write_text(

@@ -55,15 +55,30 @@ def _default(key: str) -> Any:
     return OPTIONS[key].default
 
 
+def _run_order(order: Any, options: Mapping[str, Any]) -> list[str]:
+    """The options named by a grid's `order` (the run order's slowest-varying options first), checked."""
+    if isinstance(order, str) or not isinstance(order, (list, tuple)) or not all(isinstance(k, str) for k in order):
+        raise SweepError(f"order must be a list of option names, got {order!r:.60}")
+    order = [ALIASES.get(k.replace("-", "_"), k.replace("-", "_")) for k in order]
+    unknown = [k for k in order if k not in options]
+    if unknown or len(set(order)) != len(order):
+        what = f"{unknown[0]!r}, which the grid does not set" if unknown else "an option twice"
+        raise SweepError(f"order names {what} (it lists the grid's options, slowest-varying first)")
+    return order
+
+
 def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = ()) -> list[RunSpec]:
     """Every combination of the list-valued options (scalars go to every run), in order seed, prior,
-    layers, arch, then the other varied options; each override {"where": {...}, option: value, ...}
-    sets options on the runs whose settings match all of `where` (a list in `where` matches any of its values), and
-    an override {"where": {...}, "skip": true} leaves those runs out of the grid (three seeds at 2 and 4 layers, one at
-    7; an FFN on one attention only).
+    layers, arch, then the other varied options (`options["order"]`, a list of option names, puts those first:
+    ["layers", "seed"] trains every shallow run, of every seed, before any deeper one); each override
+    {"where": {...}, option: value, ...} sets options on the runs whose settings match all of `where` (a list in
+    `where` matches any of its values), and an override {"where": {...}, "skip": true} leaves those runs out of the
+    grid (three seeds at 2 and 4 layers, one at 7; an FFN on one attention only).
     """
     if not isinstance(options, Mapping):
         raise InvalidType(f"options must be a dict of option values, got {type(options).__name__}")
+    options = dict(options)
+    slowest = _run_order(options.pop("order", []), options)
     options = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in options.items()}
     for key, values in options.items():
         if key not in OPTIONS:
@@ -77,8 +92,8 @@ def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = 
             "(interp.limits.MAX_SWEEP_RUNS); split it into several sweeps"
         )
     swept = [k for k, v in options.items() if k not in NAME_AXES and len(v) > 1]
-    order = [k for k in ("seed", "noise", "layers", "arch") if k in options]
-    order += [k for k in options if k not in NAME_AXES]
+    order = slowest + [k for k in ("seed", "noise", "layers", "arch") if k in options and k not in slowest]
+    order += [k for k in options if k not in NAME_AXES and k not in slowest]
     if isinstance(overrides, (str, bytes, Mapping)) or not isinstance(overrides, Iterable):
         raise InvalidType(f"overrides must be a list of dicts, got {type(overrides).__name__}")
     if not all(isinstance(o, Mapping) for o in overrides):
@@ -183,7 +198,7 @@ def load_grid_file(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any
     bad = [
         k
         for k in [*options, *(k for o in overrides for k in [*o, *o.get("where", {})] if k not in ("where", "skip"))]
-        if k not in OPTIONS
+        if k not in OPTIONS and k != "order"  # order: the run order (expand), not a run option
     ]
     if bad:
         raise SweepError(f"{path}: unknown option {bad[0]!r} (use interp train's option names)")
