@@ -131,7 +131,36 @@ def render(cells: dict, meta: dict) -> str:
         "Token weights and DeltaNet's LMS / RLS fits: variants.json."
     )
     text += ["", markdown(head, rows) if rows else "No run of the grid is complete yet.", ""]
+    if rows:
+        text += ["## Per layer", "", PER_LAYER, "", markdown(*per_layer(cells)), ""]
     return "\n".join(text)
+
+
+PER_LAYER = (
+    "Each cell's best seed, layers 1..L separated by `/`, medians over the probe sequences: the query's distance from "
+    "one linear token map (interp.probes.linearity), the readout gap |ŷ^l − ⟨w^l, x_t⟩| with w^l = ∂ŷ^l/∂x_t, "
+    "Theorem 4.2's |cos| between the context's y slots and (x_i(1)²)_i (layer 0, the raw labels, first), and for "
+    "decays and gates the residual of the weighted preconditioned-GD fit and ω_j of the first and last token "
+    "(token_weights); for DeltaNet the relative error of the best LMS and RLS pass (delta_vs_online)."
+)
+
+
+def per_layer(cells: dict) -> tuple[list[str], list[list[str]]]:
+    """(head, rows) of the per-layer table: one row per cell."""
+    head = ["prior", "variant", "L", "query linearity", "readout gap", "Thm 4.2 cos (l = 0..L)"]
+    head += ["ω fit residual", "ω_1 / ω_n", "DeltaNet: LMS / RLS error"]
+    join = lambda xs, f: " / ".join(format(x, f) for x in xs)  # noqa: E731
+    rows = []
+    for (prior, name, L), c in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+        tw, dv = c.get("token_weights"), c.get("delta_vs_online")
+        rows.append([
+            prior, name, str(L), join(c["linearity"]["query_median"][1:], ".2g"),
+            join(c["readout_gap_median"][1:], ".2g"), join(c["theorem42_cosine_median"], ".3f"),
+            join(tw["residual"], ".2g") if tw else "–",
+            " ; ".join(f"{pos[0]:.2f} / {pos[-1]:.2f}" for pos in tw["by_position"]) if tw else "–",
+            " ; ".join(f"{a:.2g} / {b:.2g}" for a, b in zip(dv["lms_error"], dv["rls_error"])) if dv else "–",
+        ])  # fmt: skip
+    return head, rows
 
 
 ANSWERS = "## Answers"  # variants.md from this heading on is written by hand, and kept when the tables are rewritten

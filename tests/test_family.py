@@ -85,6 +85,8 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     family.main(["--root", str(root), "--eval-seq", "500", "--out", str(out), "--zoo", str(tmp_path / "zoo")])
     text = md.read_text()
     assert text.count("## Answers") == 1 and text.endswith("## Answers\n\nwritten by hand\n") and "| retnet |" in text
+    per_layer = text.split("## Per layer")[1]  # retnet's token-weight fit per layer, beside its readout
+    assert per_layer.count("| uniform:5 | retnet | 1 |") == 1 and "| uniform:5 | lsa_quadratic_quad1 | 1 |" in per_layer
     # interp probe and interp eval take the family's runs: the one readout, each run on its own task
     run = next(p for p in root.iterdir() if "retnet" in p.name)
     quad = next(p for p in root.iterdir() if "quad1" in p.name)
