@@ -5,7 +5,8 @@ With the query masked as a key and no gate or normaliser of the query's own, ŷ^
 context, so w^l is exact and ŷ^l = ⟨w^l, x_t⟩; on FULL and DIAG it is Theorem 4.1's w^l (Vladymyrov et al. 2024;
 tests/probes/test_readout.py holds it to interp.probes.implicit). Softmax, the kernels' normaliser, a ReLU or quadratic
 FFN make ŷ^l nonlinear in x_t: there w^l is a local readout and `gap` = |ŷ^l − ⟨w^l, x_t⟩| says how far it holds
-(interp.probes.linearity measures the whole token map).
+(interp.probes.linearity measures the whole token map). A bias-free ReLU FFN is the exception the gap cannot see: ŷ^l
+is then positively homogeneous in x_t, so ŷ^l = ⟨w^l, x_t⟩ by Euler's theorem although it is not linear.
 
 Token weights ("Gating is Weighting", Li, Tarzanagh, Rawat, Fazel, Oymak 2025, arXiv 2504.04308): one layer of gated
 linear attention computes weighted preconditioned GD, w = Γ Σ_j ω_j y_j x_j. `token_weights` fits each layer to that
