@@ -38,6 +38,7 @@ from interp.render import markdown
 from interp.report import data as report_data
 from interp.run import Run, load
 from interp.tasks import prior_slug
+from interp.variants import cell_name
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID_ROOT = ROOT / "experiments" / "family_grid"
@@ -46,16 +47,6 @@ TABLE1_ZOO = ROOT / "experiments" / "zoo" / report_data.TABLE1_ZOO
 FAMILY_ZOO = ROOT / "experiments" / "zoo" / "family"
 RESULTS = ROOT / "experiments" / "results"
 PROBE_SEQ = 512  # sequences of the probes (linearity, readout, token weights, cosine)
-
-
-def variant_name(cfg) -> str:
-    """retnet, delta, ..., lsa_quadratic: the cell's variant as the zoo names its file."""
-    return cfg.attention if cfg.mlp == "none" else f"{cfg.attention}_{cfg.mlp}"
-
-
-def cell_name(cfg) -> str:
-    """The variant, and _quad<c> for a run on the quadratic task (TrainConfig.quad)."""
-    return variant_name(cfg.model) + (f"_quad{cfg.quad:g}" if cfg.quad else "")
 
 
 def finished_runs(root: Path) -> dict[tuple[str, str, int], list[Run]]:
@@ -68,7 +59,7 @@ def finished_runs(root: Path) -> dict[tuple[str, str, int], list[Run]]:
         if not run.is_complete():
             continue
         cfg = run.config()
-        cells[cfg.noise, cell_name(cfg), cfg.model.n_layers].append(run)
+        cells[cfg.noise, cell_name(cfg.model, cfg.quad), cfg.model.n_layers].append(run)
     return cells
 
 
@@ -101,7 +92,7 @@ def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAM
     model = models[best]
     batch = on_task.replace(n_seq=PROBE_SEQ, seed=1).draw()
     out |= readout_summary(model, batch.tokens, batch.sigma)
-    dest = zoo_out / prior_slug(prior) / f"{cell_name(runs[0].config())}{L}.safetensors"
+    dest = zoo_out / prior_slug(prior) / f"{cell_name(runs[0].config().model, runs[0].config().quad)}{L}.safetensors"
     dest.parent.mkdir(parents=True, exist_ok=True)
     Run(runs[[r.path.name for r in runs].index(best)].path).export(dest)
     out["file"] = str(dest.relative_to(ROOT)) if dest.is_relative_to(ROOT) else str(dest)

@@ -281,14 +281,16 @@ def run_loss(
     compute: bool = True,
 ) -> LossEstimate | None:
     """Adjusted loss of a run's final checkpoint (or of a checkpoint file of a run) on `n_seq` sequences of `seed`
-    of the prior, d, n and input covariance the run was trained on, through the cache (the sweep's end table).
+    of the prior, d, n, input covariance and task (quad) the run was trained on, through the cache (the sweep's end
+    table).
 
     `cache`: an EvalCache or a file (default: none, evaluate). `compute=False`: only what the cache holds (None
     when it holds nothing). The run's config must name its prior (a checkpoint file of no run: its metadata's)."""
     m = resolve_model(path)  # the one resolver: checkpoint, run config, prior, d, n, Λ, digest
     if m.noise is None:
         raise CheckpointError(f"{m.checkpoint}: records no training noise prior")
-    data = EvalSet(m.noise, d=m.d, n=20 if m.n is None else m.n, n_seq=n_seq, seed=seed, x_cov=m.x_cov)
+    quad = 0.0 if m.config is None else m.config.quad  # a --quad run: its own task
+    data = EvalSet(m.noise, d=m.d, n=20 if m.n is None else m.n, n_seq=n_seq, seed=seed, x_cov=m.x_cov, quad=quad)
     about = {"run": str(path), "step": m.step}
     est, _ = cached_loss(
         m.sha256,

@@ -146,6 +146,15 @@ def discover(roots: list[Path], log: Callable[[str], None] = _log) -> list[dict]
             if cfg.x_cov is not None:  # d = 10, n = 20 like a Table 1 run, so say why it is not in the table
                 log(f"skipping {run}: trained on x ~ N(0, {describe_covariance(cfg.x_cov)}); Table 1 has x ~ N(0, I)")
                 continue
+            if not cfg.model.is_lsa:  # d = 10, n = 20 and param full, but another model: never a FULL cell
+                log(
+                    f"skipping {run}: a {cfg.model.family_label} model, not the paper's (Table 1's FULL, DIAG and "
+                    "GD++ only; experiments/family.py tabulates the linear-attention family)"
+                )
+                continue
+            if cfg.quad:
+                log(f"skipping {run}: trained on the quadratic task (--quad {cfg.quad:g}); Table 1's task is linear")
+                continue
             ckpts = run.checkpoints()
             r = dict(
                 run=str(run),

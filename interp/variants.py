@@ -349,6 +349,14 @@ class VariantTransformer(HookedRootModule):
 MODELS = (LinearTransformer, VariantTransformer)  # what `build` makes: every model the trainer, eval and probes take
 
 
+def cell_name(cfg: ModelConfig, quad: float = 0.0) -> str:
+    """A family study's name of a model and its task: the attention (retnet, delta, ...), _<ffn> with an FFN
+    (lsa_quadratic), and _quad<c> on the quadratic task (lsa_quad1): what experiments/family.py and the report's family
+    views call a cell."""
+    name = cfg.attention if cfg.mlp == "none" else f"{cfg.attention}_{cfg.mlp}"
+    return name + (f"_quad{quad:g}" if quad else "")
+
+
 def build(cfg: ModelConfig, init: bool = True, generator: torch.Generator | None = None):
     """The model of `cfg`: interp.LinearTransformer for the paper's (lsa attention, no FFN), else VariantTransformer."""
     if not isinstance(cfg, ModelConfig):

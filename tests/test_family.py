@@ -103,6 +103,8 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     assert lsa_quad["quad"] == 1.0 and "token_weights" not in lsa_quad["readout"]
     on_task = EvalSet("uniform:5", n_seq=64, seed=0, quad=1.0)
     assert lsa_quad["loss_per_layer"][-1]["mean"] == pytest.approx(per_layer_loss(load(quad), on_task)[-1].mean)
+    swept = json.loads((root / "sweep.json").read_text())["runs"][quad.name]["adjusted_loss"]  # the end table's
+    assert swept["mean"] == pytest.approx(adjusted_loss(load(quad), on_task.replace(n_seq=swept["n_seq"])).mean)
     assert main(["eval", str(quad), "--n-seq", "64", "--no-baselines", "--json", str(tmp_path / "e.json")]) == 0
     assert json.loads((tmp_path / "e.json").read_text())["rows"][0]["mean"] == pytest.approx(
         adjusted_loss(load(quad), on_task.replace(n_seq=64)).mean

@@ -99,6 +99,22 @@ def test_a_config_missing_a_field_is_skipped_not_defaulted(zoo, tmp_path):
     assert str(path) in note and "has no noise" in note and "no default" in note
 
 
+def test_a_family_run_or_one_on_the_quadratic_task_is_never_a_table_1_cell(zoo, tmp_path):
+    """A RetNet and a FULL trained with --quad have param full, d = 10 and n = 20 like a FULL cell: each is skipped with
+    a line saying why, never tabulated as FULL."""
+    root = copy_of(zoo, tmp_path)
+    for name, attention, quad in (("retnet1", "retnet", 0.0), ("quad1", "lsa", 1.0)):
+        cfg = TrainConfig(
+            model=ModelConfig(n_layers=1, attention=attention), noise="uniform:1", steps=2, batch=16, quad=quad
+        )
+        train(cfg, root / name, progress=False)
+    logs = []
+    _, data = table1([root], n_seq=200, cache=tmp_path / "c.json", log=logs.append)
+    assert sorted(Path(r["run"]).name for r in data["runs"]) == ["diag1", "gdpp1"]
+    assert any("retnet1: a retnet model, not the paper's" in line for line in logs), logs
+    assert any("quad1: trained on the quadratic task (--quad 1)" in line for line in logs), logs
+
+
 def test_a_checkpoint_that_disagrees_with_its_config_is_skipped(zoo, tmp_path):
     root = copy_of(zoo, tmp_path)
     path = Run(root / "diag1").config_path

@@ -45,6 +45,7 @@ from interp.params import Parameterization, of
 from interp.probes.drift import DriftData, drift_record
 from interp.probes.linearity import VariantStudy
 from interp.probes.preconditioning import Theorem51, theorem51
+from interp.probes.readout import readout_summary
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
 from interp.report.pool import Task, run_tasks
@@ -52,6 +53,7 @@ from interp.run import ResolvedModel, Run, load_with_digest, resolve_model
 from interp.table import PAPER_ORDER, paper_order
 from interp.tasks import as_prior
 from interp.tuning import baselines
+from interp.variants import cell_name
 
 # 2: probe sequences drawn by interp.evalset (the same for any chunk size); 3: layer schedule; 4: the probe's ConstRR λ
 # is interp.tuning's, and its DIAG ablation has standard errors; 5: the loss after K layers on its own `layer_seq`
@@ -131,6 +133,15 @@ class Entry:
     noise: str
     x_cov: Matrix | None = None  # the run's input covariance Λ, x ~ N(0, Λ) (None: I, or a loose checkpoint)
     seed: int | None = None  # the training seed (None: not recorded)
+    attention: str = "lsa"  # the token mixer (interp.variants): lsa is the paper's P, Q layer
+    mlp: str = "none"  # the FFN after each attention layer
+    quad: float = 0.0  # c of the quadratic task it was trained on (interp.tasks); 0: the paper's task
+
+    @property
+    def is_paper(self) -> bool:
+        """Whether it is the paper's model on the paper's task (FULL, DIAG or GD++), which the report probes; the
+        others are read by the family views (`family_job`)."""
+        return self.attention == "lsa" and self.mlp == "none" and not self.quad
 
     @property
     def complete(self) -> bool:
@@ -208,6 +219,9 @@ def entry_of(m: ResolvedModel, noise: str | None = None, label: str | None = Non
         as_prior(noise).spec,
         m.x_cov,
         None if m.config is None else m.config.seed,
+        c.attention,
+        c.mlp,
+        0.0 if m.config is None else m.config.quad,
     )
 
 
@@ -322,8 +336,11 @@ def cache_files(entries: list[Entry]) -> list[Path]:
 
 
 def _on_prior(entry: Entry, settings: Settings) -> EvalSet:
-    """The sequences of an entry's adjusted loss: n_seq of seed `settings.seed` of its training prior, d, n and Λ."""
-    return EvalSet(entry.noise, d=entry.d, n=entry.n, n_seq=settings.n_seq, seed=settings.seed, x_cov=entry.x_cov)
+    """The sequences of an entry's adjusted loss: n_seq of seed `settings.seed` of its training prior, d, n, Λ and
+    task (quad)."""
+    return EvalSet(
+        entry.noise, d=entry.d, n=entry.n, n_seq=settings.n_seq, seed=settings.seed, x_cov=entry.x_cov, quad=entry.quad
+    )
 
 
 def _cache_key(entry: Entry, settings: Settings, digest: str, light: bool = False) -> str:
@@ -894,6 +911,72 @@ def variants_study(paths: list[str | Path]) -> VariantStudy | None:
 
 
 # ---------------------------------------------------------------------------- the family study (issue 52)
+@dataclass
+class FamilyRecord(Record):
+    """What the family views show of one model of the linear-attention family given to the report: a cell of a family
+    study (experiments/family.py's format: prior, variant, layers, loss, and the readout, `readout_summary`)."""
+
+    cell: dict
+    seconds: float
+    cached: bool | None = None
+
+
+def measure_family(entry: Entry, settings: Settings) -> dict:
+    """A FamilyRecord's JSON, computed: the adjusted loss on the entry's own task (its prior, d, n, Λ and quad; the
+    report's n_seq sequences of its seed) and the one readout on `probe_seq` others (seed + 1)."""
+    model, _, _ = load_with_digest(entry.checkpoint)
+    t0 = time.perf_counter()
+    on_task = _on_prior(entry, settings)
+    batch = on_task.replace(n_seq=settings.probe_seq, seed=settings.seed + 1).draw()
+    cell = {
+        "prior": entry.noise,
+        "variant": cell_name(model.cfg, entry.quad),
+        "layers": entry.n_layers,
+        "quad": entry.quad,
+        "best": entry.label,
+        "loss": adjusted_loss(model, on_task).to_dict(),
+        **readout_summary(model, batch.tokens, batch.sigma),
+    }
+    return FamilyRecord(jsonable(cell), time.perf_counter() - t0).to_json()
+
+
+def family_job(entry: Entry, settings: Settings, use_cache: bool = True) -> "FamilyRecord | Pending":
+    """The cached FamilyRecord of one family model, or the Pending that measures it (`measure_family`)."""
+    _, _, digest = load_with_digest(entry.checkpoint)
+    key = cache_key(
+        digest, _on_prior(entry, settings), kind="report-family", report_version=REPORT_VERSION,
+        settings={"probe_seq": settings.probe_seq},
+    )  # fmt: skip
+    cache = _cache_path(entry)
+    hit = _cached(cache, key, FamilyRecord) if use_cache else None
+    if hit is not None:
+        return hit
+
+    def finish(record: dict) -> FamilyRecord:
+        if use_cache:
+            _write_cache(cache, key, record)
+        out = FamilyRecord.from_json(record)
+        out.cached = False
+        return out
+
+    return Pending(Task(measure_family, (entry, settings), cost=entry.n_layers), finish)
+
+
+def with_family_runs(study: dict | None, records: list[FamilyRecord]) -> dict | None:
+    """The family study beside the models with the cells of the family models given to the report added, the best
+    (lowest loss) of those that share a prior, variant and depth; None where there is neither."""
+    if not records:
+        return study
+    best: dict = {}
+    for r in records:
+        c = r.cell
+        key = (c["prior"], c["variant"], c["layers"])
+        if key not in best or c["loss"]["mean"] < best[key]["loss"]["mean"]:
+            best[key] = c
+    study = study or {"meta": {}, "cells": []}
+    return {**study, "cells": [*study["cells"], *best.values()]}
+
+
 FAMILY_STUDY = Path("family") / "summary.json"  # experiments/zoo/family/summary.json (experiments/family.py)
 
 
@@ -934,6 +1017,8 @@ class ReportData:
     variants: VariantStudy | None = None  # the variants study beside the models (`variants_study`), if any
     family: dict | None = None  # the family study beside the models (`family_study`), if any
     drift_entries: list[Entry] = field(default_factory=list)  # run directories read for their drift curves only
+    family_entries: list[Entry] = field(default_factory=list)  # models of the linear-attention family given
+    family_records: dict[str, FamilyRecord] = field(default_factory=dict)  # label -> family_job's record
 
     def for_prior(self, prior: str) -> "ReportData":
         """The same report restricted to the models (probed, light and drift-only) trained on `prior`: what a view
@@ -1018,6 +1103,8 @@ def gather(
     entries = entries_of(paths, noise, say, light=bool(dirs))
     files = standalone_entries(dirs, noise, say)
     entries += [f.entry for f in files if probe(f.entry)]
+    family = [e for e in entries if not e.is_paper]  # the family's models: read by the family views
+    entries = [e for e in entries if e.is_paper]
     evals = {f.entry.label: f.evals for f in files}
     drift_only = entries_of(list(drift), noise, say) if drift and with_drift else []
     t0 = time.perf_counter()
@@ -1033,8 +1120,9 @@ def gather(
             f"{len(light)} light entries: {timings['light']:.1f} s" + (f" ({fresh} computed)" if fresh else " (cached)")
         )
     every = [*entries, *(e for e, _ in light.values())]
-    unique_labels([*every, *drift_only])
+    unique_labels([*every, *drift_only, *family])
     jobs: dict = {("model", e.label): model_job(e, settings, use_cache, evals.get(e.label)) for e in entries}
+    jobs |= {("family", e.label): family_job(e, settings, use_cache) for e in family}
     for prior, (d, n, x_cov) in _task_sizes(every, bool(dirs)).items():
         caches = cache_files([e for e in every if e.noise == prior]) or [Path(p) / CACHE_FILE for p in dirs]
         jobs[("baselines", prior)] = baseline_job(prior, settings, d, n, x_cov, caches, use_cache)
@@ -1046,7 +1134,10 @@ def gather(
     )
     jobs |= {("drift", *k): job for k, job in drift_plan.items()}
     todo = sum(isinstance(j, Pending) for j in jobs.values())
-    say(f"{len(entries)} probed models, {len(jobs) - todo} records cached, {todo} to measure in {workers} process(es)")
+    say(
+        f"{len(entries)} probed models" + (f", {len(family)} of the linear-attention family" if family else "")
+        + f", {len(jobs) - todo} records cached, {todo} to measure in {workers} process(es)"
+    )  # fmt: skip
     t0 = time.perf_counter()
     done = resolve(
         jobs, workers, on_done=lambda key: say(f"{' '.join(map(str, key))}: {time.perf_counter() - t0:.1f} s")
@@ -1068,5 +1159,7 @@ def gather(
         theorem51=pick("theorem51"),
         variants=variants_study(paths),
         drift_entries=drift_only,
-        family=family_study(paths),
+        family=with_family_runs(family_study(paths), list(pick("family").values())),
+        family_entries=family,
+        family_records=pick("family"),
     )

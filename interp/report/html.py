@@ -11,7 +11,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from interp.config import inputs_suffix
-from interp.evaluate import MAX_REL_STDERR, paper_value, precise
+from interp.evaluate import MAX_REL_STDERR, LossEstimate, paper_value, precise
 from interp.render import count, fixed, loss, ratio, table
 from interp.report import figures
 from interp.report.data import BASELINES, ReportData
@@ -96,6 +96,21 @@ def summary_rows(data: ReportData) -> list[dict]:
                 total=e.total_steps,
                 complete=e.complete,
                 **_against_paper(loss, paper),
+            )
+        )
+    for e in data.family_entries:  # the linear-attention family's models: their own task, no paper value
+        rec = data.family_records[e.label]
+        rows.append(
+            dict(
+                kind="family",
+                name=e.label,
+                arch="family",
+                what=rec.cell["variant"] + f" L={e.n_layers}" + inputs_suffix(e.x_cov),
+                noise=e.noise,
+                step=e.step,
+                total=e.total_steps,
+                complete=e.complete,
+                **_against_paper(LossEstimate.from_json(rec.cell["loss"]), None),
             )
         )
     for prior, base in data.baselines.items():

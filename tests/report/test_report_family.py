@@ -77,3 +77,47 @@ def test_no_study_no_panels_and_the_study_is_found_beside_the_models(tmp_path):
     (zoo / FAMILY_STUDY).write_text('{"cells": 3}')
     with pytest.raises(CheckpointError, match="not a family study"):
         family_study([zoo / "full2_uniform5"])
+
+
+def test_family_runs_given_to_the_report_are_read_by_the_family_views(tmp_path):
+    """A family model among the report's paths is not probed as the paper's (a RetNet has no P, Q): it is measured on
+    its own task (a --quad run on the quadratic one), read by the one readout, drawn in the family views beside any
+    study and listed in the summary without a paper value; its record is cached like the others."""
+    from interp import load
+    from interp.config import ModelConfig, TrainConfig
+    from interp.evalset import EvalSet
+    from interp.evaluate import adjusted_loss
+    from interp.report import summary_rows, write_report
+    from interp.train import train
+
+    runs = []
+    for name, attention, quad in (("retnet1", "retnet", 0.0), ("quad1", "lsa", 1.0), ("full1", "lsa", 0.0)):
+        cfg = TrainConfig(
+            model=ModelConfig(d=10, n_layers=1, attention=attention), noise="uniform:1", steps=4, batch=32, quad=quad
+        )
+        train(cfg, tmp_path / name, progress=False)
+        runs.append(tmp_path / name)
+    settings = Settings.quick()
+    logged = []
+    path, data = write_report(runs, tmp_path / "r.html", settings, log=logged.append)
+    assert [e.label for e in data.entries] == ["full1"] and [e.label for e in data.family_entries] == [
+        "retnet1",
+        "quad1",
+    ]
+    cells = {c["variant"]: c for c in data.family["cells"]}
+    assert set(cells) == {"retnet", "lsa_quad1"} and cells["retnet"]["layers"] == 1
+    on_task = lambda quad: EvalSet("uniform:1", n_seq=settings.n_seq, seed=settings.seed, quad=quad)  # noqa: E731
+    assert cells["retnet"]["loss"]["mean"] == pytest.approx(adjusted_loss(load(runs[0]), on_task(0.0)).mean, rel=1e-12)
+    assert cells["lsa_quad1"]["loss"]["mean"] == pytest.approx(
+        adjusted_loss(load(runs[1]), on_task(1.0)).mean, rel=1e-12
+    )
+    assert max(cells["retnet"]["readout_gap_median"]) < 1e-6 and "token_weights" in cells["retnet"]
+    rows = {r["name"]: r for r in summary_rows(data)}
+    assert rows["retnet1"]["kind"] == "family" and rows["retnet1"]["paper"] is None
+    assert rows["retnet1"]["mean"] == cells["retnet"]["loss"]["mean"] and rows["full1"]["paper"] is not None
+    html = path.read_text()
+    assert 'id="family-loss-uniform1"' in html and 'id="family-weights-uniform1"' in html
+    assert any("1 probed models, 2 of the linear-attention family, 0 records cached" in m for m in logged), logged
+    logged.clear()
+    _, again = write_report(runs, tmp_path / "r.html", settings, log=logged.append)
+    assert again.family == data.family and any(", 0 to measure" in m for m in logged), logged
