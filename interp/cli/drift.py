@@ -73,6 +73,11 @@ def cmd_drift(args) -> int:
         raise ArgError(f"RUN_DIR: {args.run_dir} is not a run directory (it has no {Run.CONFIG_FILE})")
     torch.set_num_threads(args.threads)
     m = resolve_model(args.run_dir)  # the run's prior, d, n and input covariance (its config)
+    if not m.model.cfg.is_lsa:
+        raise ArgError(
+            f"RUN_DIR: {args.run_dir} trains a {m.model.cfg.family_label} model; interp drift measures the paper's "
+            "model's weights (P, Q) against DIAG; interp probe reads the family's"
+        )
     note_training([args.run_dir], "interp drift")
     traj = m.run.trajectory()
     evalset = EvalSet(
@@ -82,6 +87,7 @@ def cmd_drift(args) -> int:
         n_seq=args.eval_seq,
         seed=EVAL_SEED if args.eval_seed is None else args.eval_seed,
         x_cov=m.x_cov,  # a run trained on x ~ N(0, Λ) is measured on such inputs
+        quad=m.config.quad,  # and one trained with --quad on its task
     )
     data = DriftData(evalset, fit_seq=args.fit_seq)
     t0 = time.time()

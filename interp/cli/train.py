@@ -152,9 +152,11 @@ def _print_train_summary(result) -> None:
     from interp.run import Run
 
     cfg = Run(result.run_dir).config()
-    data = EvalSet(cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=10_000, seed=SUMMARY_SEED, x_cov=cfg.x_cov)
+    data = EvalSet(  # on the task it trained on: its prior, d, n, Λ and quadratic term
+        cfg.noise, d=cfg.model.d, n=cfg.n, n_seq=10_000, seed=SUMMARY_SEED, x_cov=cfg.x_cov, quad=cfg.quad
+    )
     est = adjusted_loss(result.model.cpu(), data)
-    inputs = inputs_suffix(cfg.x_cov)
+    inputs = inputs_suffix(cfg.x_cov) + (f", quadratic task (--quad {cfg.quad:g})" if cfg.quad else "")
     print(
         f"run {result.run_dir}: {cfg.model.family_label} L={cfg.model.n_layers} on {cfg.noise}{inputs}, "
         f"{result.step} steps, final train ½·MSE {result.loss:.4f}"

@@ -124,3 +124,31 @@ def test_drift_of_a_run_trained_on_x_cov(tmp_path, capsys):
     assert doc["x_cov"] == lam and "x ~ N(0, diag:2,1,1,0.5)" in stdout
     assert doc["checkpoints"][0]["loss"] == pytest.approx(adjusted_loss(model, on(lam)).mean, rel=1e-12)
     assert doc["checkpoints"][0]["loss"] != pytest.approx(adjusted_loss(model, on(None)).mean, rel=1e-2)
+
+
+def test_drift_of_a_family_run_is_refused_and_a_quad_run_measured_on_its_task(tmp_path, capsys):
+    """A RetNet has no P, Q to project onto DIAG: one line naming it; a FULL trained with --quad is measured on the
+    quadratic task it trained on."""
+    from interp.evalset import EvalSet
+    from interp.evaluate import adjusted_loss
+    from interp.probes.drift import EVAL_SEED
+    from interp.train import train
+
+    retnet = tmp_path / "retnet"
+    train(
+        TrainConfig(model=ModelConfig(d=4, n_layers=1, attention="retnet"), steps=2, batch=8, n=10),
+        retnet,
+        progress=False,
+    )
+    code, _, err = drift([retnet], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"{retnet} trains a retnet model" in err
+    quad = tmp_path / "quad"
+    result = train(
+        TrainConfig(model=ModelConfig(d=4, n_layers=1), steps=2, batch=8, n=10, quad=1.0), quad, progress=False
+    )
+    out = tmp_path / "drift.json"
+    code, _, err = drift([quad, "--eval-seq", 300, "--fit-seq", 64, "--no-per-layer", "--json", out], capsys)
+    assert code == 0, err
+    on_task = EvalSet("uniform:5", d=4, n=10, n_seq=300, seed=EVAL_SEED, quad=1.0)
+    loss = json.loads(out.read_text())["checkpoints"][-1]["loss"]
+    assert loss == pytest.approx(adjusted_loss(result.model, on_task).mean, rel=1e-9)

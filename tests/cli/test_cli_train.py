@@ -116,6 +116,22 @@ def test_x_cov_from_a_json_file(capsys, tmp_path):
     assert code == 0, err  # the same matrix is fine
 
 
+def test_the_summary_of_a_quad_run_is_on_its_own_task(capsys, tmp_path):
+    """interp train's closing evaluation scores a --quad run on the quadratic task it trained on, and says so."""
+    from interp import load
+    from interp.cli.train import SUMMARY_SEED
+    from interp.evalset import EvalSet
+    from interp.evaluate import adjusted_loss
+
+    argv = ["train", "--layers", "1", "--d", "2", "--n", "4", "--batch", "8", "--steps", "5", "--no-progress"]
+    code, out, err = run_cli(capsys, *argv, "--quad", "1", "--out", tmp_path / "run")
+    assert code == 0, err
+    want = adjusted_loss(
+        load(tmp_path / "run"), EvalSet("uniform:5", d=2, n=4, n_seq=10_000, seed=SUMMARY_SEED, quad=1.0)
+    )
+    assert "quadratic task (--quad 1)" in out and f"adjusted loss {want.mean:.4g}" in out
+
+
 def test_help_for_every_command(capsys):
     from interp.cli import COMMANDS
 
