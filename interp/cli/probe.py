@@ -98,6 +98,8 @@ def cmd_probe(args) -> int:
             )
         if n + 1 < model.cfg.d + 1:
             raise ArgError(f"--n: {n} is too short for d = {model.cfg.d} (least squares needs n >= d)")
+        if not model.cfg.is_lsa and n < model.cfg.d + 1:  # the linearity fit: one token map from the n context tokens
+            raise ArgError(f"--n: {n} is too short for d = {model.cfg.d} (the family's linearity fit needs n >= d + 1)")
         quad = 0.0 if m.config is None else m.config.quad  # a --quad run: probed on its own task
         data = EvalSet(
             noise,
