@@ -92,7 +92,7 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     quad = next(p for p in root.iterdir() if "quad1" in p.name)
     assert main(["probe", str(run), str(quad), "--json", str(tmp_path / "p.json"), "--probe-seq", "64"]) == 0
     retnet, lsa_quad = json.loads((tmp_path / "p.json").read_text())["models"]
-    assert main(["probe", str(run), "--n", "10", "--json", str(tmp_path / "short.json")]) == 2  # n = d: no linearity fit
+    assert main(["probe", str(run), "--n", "10", "--json", str(tmp_path / "short.json")]) == 2  # n = d: no fit
     model, data = load(run), EvalSet("uniform:5", n_seq=64, seed=0)
     batch = data.draw()
     want = json.loads(json.dumps(readout_summary(model, batch.tokens, batch.sigma)))

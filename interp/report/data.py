@@ -1102,7 +1102,8 @@ def gather(
     dirs = checkpoint_dirs(paths)
     entries = entries_of(paths, noise, say, light=bool(dirs))
     files = standalone_entries(dirs, noise, say)
-    entries += [f.entry for f in files if probe(f.entry)]
+    light_cell = lambda e: e.is_paper and not probe(e)  # noqa: E731  (a family file is never a light entry)
+    entries += [f.entry for f in files if not light_cell(f.entry)]
     family = [e for e in entries if not e.is_paper]  # the family's models: read by the family views
     entries = [e for e in entries if e.is_paper]
     evals = {f.entry.label: f.evals for f in files}
@@ -1111,7 +1112,7 @@ def gather(
     light = {
         f.entry.label: (f.entry, light_record(f.model, f.entry, settings, f.evals, use_cache))
         for f in files
-        if not probe(f.entry)
+        if light_cell(f.entry)
     }
     timings: dict[str, float] = {"light": time.perf_counter() - t0}
     if light:
@@ -1123,8 +1124,10 @@ def gather(
     unique_labels([*every, *drift_only, *family])
     jobs: dict = {("model", e.label): model_job(e, settings, use_cache, evals.get(e.label)) for e in entries}
     jobs |= {("family", e.label): family_job(e, settings, use_cache) for e in family}
-    for prior, (d, n, x_cov) in _task_sizes(every, bool(dirs)).items():
-        caches = cache_files([e for e in every if e.noise == prior]) or [Path(p) / CACHE_FILE for p in dirs]
+    table1 = any(f.entry.is_paper for f in files)  # a directory of the paper's models: baselines of every column
+    based = [*every, *(e for e in family if not e.quad)]  # the priors with baselines (a --quad run's task has none)
+    for prior, (d, n, x_cov) in _task_sizes(based, table1).items():
+        caches = cache_files([e for e in based if e.noise == prior]) or [Path(p) / CACHE_FILE for p in dirs]
         jobs[("baselines", prior)] = baseline_job(prior, settings, d, n, x_cov, caches, use_cache)
     for e in every:
         if (job := theorem51_job(e, settings, use_cache)) is not None:
@@ -1155,7 +1158,7 @@ def gather(
         timings,
         [e for e, _ in light.values()],
         {e.label: r for e, r in light.values()},
-        dirs,
+        dirs if table1 else [],  # a directory of the paper's models (the Table 1 zoo), not one of the family's
         theorem51=pick("theorem51"),
         variants=variants_study(paths),
         drift_entries=drift_only,

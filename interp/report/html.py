@@ -331,13 +331,19 @@ def render(data: ReportData, title: str = "interp report", only=None, cache=None
         body.append("</section>")
     s = data.settings
     now = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-    priors = ", ".join(dict.fromkeys(e.noise for e in data.models))
+    priors = ", ".join(dict.fromkeys(e.noise for e in (*data.models, *data.family_entries)))
     light = (
         f" and {len(data.light)} cells of the Table 1 zoo (their loss and 7-layer per-σ profile, not probed)"
         if data.light
         else ""
     )
-    sources = [short_path(p) for p in (*(e.path for e in data.entries), *data.light_dirs)]
+    family = (
+        f" and {len(data.family_entries)} models of the linear-attention family (read by the family views)"
+        if data.family_entries
+        else ""
+    )
+    models = (*data.entries, *data.family_entries)
+    sources = [short_path(p) for p in (*(e.path for e in models), *data.light_dirs)]
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -349,7 +355,8 @@ def render(data: ReportData, title: str = "interp report", only=None, cache=None
             f'<script type="text/javascript">{PRIOR_SCRIPT}</script>',
             "</head><body>",
             f"<header><h1>{html.escape(title)}</h1>"
-            f"<p>{len(data.entries)} probed linear transformers{html.escape(light)} trained on in-context linear "
+            f"<p>{len(data.entries)} probed linear transformers{html.escape(light)}{html.escape(family)} trained on "
+            "in-context linear "
             f"regression ({html.escape(priors)}), "
             "after Vladymyrov et al., <i>Linear Transformers are Versatile In-Context Learners</i> (NeurIPS 2024).</p>"
             f"<p>Generated {now} by <code>interp report</code>; {s.n_seq:,} sequences per loss, {s.profile_seq:,} "

@@ -121,3 +121,8 @@ def test_family_runs_given_to_the_report_are_read_by_the_family_views(tmp_path):
     logged.clear()
     _, again = write_report(runs, tmp_path / "r.html", settings, log=logged.append)
     assert again.family == data.family and any(", 0 to measure" in m for m in logged), logged
+    only, family_only = write_report(runs[:2], tmp_path / "family.html", settings)  # no model of the paper's
+    assert family_only.entries == [] and set(family_only.baselines) == {"uniform:1"}  # the RetNet's prior's
+    page = only.read_text()
+    assert 'id="family-loss-uniform1"' in page and "No model of the paper&#x27;s" in page
+    assert "and 2 models of the linear-attention family" in page and "retnet1" in page.split("<footer>")[1]

@@ -116,7 +116,11 @@ def _prior_grid(priors: list[str]) -> go.Figure:
         "(a diverged model; hover for it)."
     ),
 )
-def loss_vs_layers(data: ReportData) -> go.Figure:
+def loss_vs_layers(data: ReportData) -> "go.Figure | Note":
+    if not data.models:  # only the family's models: their own views draw them
+        return Note(
+            "No model of the paper's (FULL, DIAG, GD++) in this report; the family's models are in the family views."
+        )
     priors, depths = _columns(data), _depths(data)
     fig = _prior_grid(priors)
     shown = set()
