@@ -91,11 +91,15 @@ class TokenWeights:
     sigma: Float[Tensor, "batch"]  # each sequence's noise std (given), for ω against σ
 
     def by_sigma(self, bins: int = 5) -> tuple[Tensor, Tensor]:
-        """(bin centres [bins], mean ω over positions and the sequences whose σ falls in each bin [L, bins])."""
+        """(bin centres [bins], mean ω over positions and the sequences whose σ falls in each bin [L, bins]); where
+        the sequences hold at most `bins` distinct σ's (a categorical prior), one group per σ instead (no empty bin)."""
+        per_seq = self.omega.mean(-1)  # [L, batch]
+        distinct = torch.unique(self.sigma)
+        if len(distinct) <= bins:
+            return distinct, torch.stack([per_seq[:, self.sigma == s].mean(-1) for s in distinct], dim=-1)
         lo, hi = float(self.sigma.min()), float(self.sigma.max())
         edges = torch.linspace(lo, hi + 1e-12, bins + 1, dtype=torch.float64)
         idx = (torch.bucketize(self.sigma, edges) - 1).clamp(0, bins - 1)
-        per_seq = self.omega.mean(-1)  # [L, batch]
         means = torch.stack([per_seq[:, idx == b].mean(-1) for b in range(bins)], dim=-1)
         return (edges[1:] + edges[:-1]) / 2, means
 

@@ -12,6 +12,7 @@ import interp
 from interp.config import ModelConfig
 from interp.probes.implicit import implicit_model
 from interp.probes.readout import (
+    TokenWeights,
     delta_vs_online,
     jacobian_readout,
     rls,
@@ -80,6 +81,12 @@ def test_token_weights_recover_a_known_decay():
     centres, by_sigma = tw.by_sigma(bins=2)
     torch.testing.assert_close(by_sigma[0], torch.ones(2, dtype=torch.float64), rtol=1e-8, atol=1e-8)  # σ-blind
     assert centres.shape == (2,)
+    cat = TokenWeights(
+        tw.gamma, tw.omega, tw.residual, tw.by_position, torch.tensor([1.0, 3.0]).repeat(8)[: len(tw.sigma)]
+    )
+    values, means = cat.by_sigma(bins=4)  # two σ's (a categorical prior): one group each, no empty bin
+    assert values.tolist() == [1.0, 3.0] and not means.isnan().any()
+    torch.testing.assert_close(means[0, 0], cat.omega[0][cat.sigma == 1.0].mean(), rtol=1e-12, atol=0)
 
 
 def test_theorem_42_linear_layers_miss_x1_squared_and_a_quadratic_ffn_writes_it():
