@@ -50,6 +50,8 @@ def test_every_view_draws_one_panel_per_prior():
     assert sorted(p.id for p in drawn) == sorted(
         f"family-{v}-{p}" for v in ("loss", "readout", "weights") for p in ("uniform5", "cat13")
     )
+    backwards = [p.id for p in panels({"cells": STUDY["cells"][::-1]}) if p.id.startswith("family-loss")]
+    assert backwards == ["family-loss-uniform5", "family-loss-cat13"]  # Table 1's column order, as the other views
     loss = next(p.figure for p in drawn if p.id == "family-loss-uniform5")
     assert {t.name: list(t.x) for t in loss.data} == {"retnet": [2, 4], "softmax": [2]}
     assert loss.layout.yaxis.type == "log"

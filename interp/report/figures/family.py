@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from interp.evaluate import TABLE1_COLUMNS
 from interp.report.data import ReportData
 from interp.report.figures.base import _axes, _subplots, view
 from interp.tasks import prior_slug
@@ -18,7 +19,10 @@ PALETTE += ["#17BECF", "#393B79", "#AD494A", "#637939"]
 def _priors(data: ReportData) -> list:
     """One panel per training prior of the study, where the report sits beside one (else the views are left out)."""
     cells = (data.family or {}).get("cells") or []
-    return [(prior, [c for c in cells if c["prior"] == prior]) for prior in dict.fromkeys(c["prior"] for c in cells)]
+    priors = list(dict.fromkeys(c["prior"] for c in cells))
+    column = {p: i for i, p in enumerate(TABLE1_COLUMNS)}  # in Table 1's column order, others after as they come
+    priors = sorted(priors, key=lambda p: (column.get(p, len(column)), priors.index(p)))
+    return [(prior, [c for c in cells if c["prior"] == prior]) for prior in priors]
 
 
 def _colors(cells: list) -> dict:
