@@ -186,39 +186,39 @@ def _agreed(models: list[ResolvedModel], paths: list[str], field: str, key, fix:
     return next(iter(first.values()), (None, None))[1]
 
 
-def _input_covariance(models: list[ResolvedModel], paths: list[str]) -> Matrix | None:
-    """The input covariance Λ (x ~ N(0, Λ)) the models were trained on, None for I; one evaluation draws one set of
-    sequences, so models trained on different ones are refused."""
-    from interp.config import describe_covariance
-
-    first = {}
+def _one_setting(models: list[ResolvedModel], paths: list[str], setting, describe):
+    """The value of `setting(model)` every model shares: one evaluation draws one set of sequences, so models trained
+    on different ones are refused, each named with `describe(value)`, what it was trained on."""
+    first: dict = {}
     for m, path in zip(models, paths):
-        first.setdefault(m.x_cov, path)  # a loose checkpoint file records no input covariance: I
+        first.setdefault(setting(m), path)
     if len(first) > 1:
         raise ArgError(
             "MODEL: "
-            + ", ".join(f"{path} is trained on x ~ N(0, {describe_covariance(c)})" for c, path in first.items())
+            + ", ".join(f"{path} is trained on {describe(v)}" for v, path in first.items())
             + "; evaluate them separately"
         )
     return next(iter(first), None)
 
 
+def _input_covariance(models: list[ResolvedModel], paths: list[str]) -> Matrix | None:
+    """The input covariance Λ (x ~ N(0, Λ)) the models were trained on, None for I (a loose checkpoint file records
+    none: I)."""
+    from interp.config import describe_covariance
+
+    return _one_setting(models, paths, lambda m: m.x_cov, lambda c: f"x ~ N(0, {describe_covariance(c)})")
+
+
 def _quadratic_task(models: list[ResolvedModel], paths: list[str]) -> float:
     """c of the quadratic task the models were trained on (TrainConfig.quad; 0: the paper's task, also for a loose
-    checkpoint); one evaluation draws one set of sequences, so models trained on different tasks are refused."""
-    first: dict[float, str] = {}
-    for m, path in zip(models, paths):
-        first.setdefault(0.0 if m.config is None else m.config.quad, path)
-    if len(first) > 1:
-        raise ArgError(
-            "MODEL: "
-            + ", ".join(
-                f"{path} is trained on " + (f"the quadratic task (--quad {c:g})" if c else "the paper's task")
-                for c, path in first.items()
-            )
-            + "; evaluate them separately"
-        )
-    return next(iter(first), 0.0)
+    checkpoint)."""
+    quad = _one_setting(
+        models,
+        paths,
+        lambda m: 0.0 if m.config is None else m.config.quad,
+        lambda c: f"the quadratic task (--quad {c:g})" if c else "the paper's task",
+    )
+    return quad or 0.0
 
 
 def _note_step(m: ResolvedModel) -> None:

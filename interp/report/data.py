@@ -464,24 +464,31 @@ def model_job(
     """The cached record of one checkpoint, or the Pending that measures it (`measure_model`, its loss from `evals`,
     the directory's evaluation cache, read only, when that holds it)."""
     _, _, digest = load_with_digest(entry.checkpoint)  # bounded, checked against its run's config
-    key = _cache_key(entry, settings, digest)
-    cache = _cache_path(entry)
-    hit = _cached(cache, key, ModelRecord) if use_cache else None
+    cost = entry.n_layers * (2 - entry.parameterization.has_omegas)
+    return _job(
+        _cache_path(entry),
+        _cache_key(entry, settings, digest),
+        ModelRecord,
+        lambda: Task(measure_model, (entry, settings, _evals_loss(entry, settings, evals)), cost=cost),
+        use_cache,
+    )
+
+
+def _job(cache: Path, key: str, kind: type, task: Callable[[], Task], use_cache: bool):
+    """The record of `kind` under `key` in the cache file `cache` (marked cached), or the Pending that runs `task()`
+    and, when it is finished, writes the record there and returns it (marked not cached)."""
+    hit = _cached(cache, key, kind) if use_cache else None
     if hit is not None:
         return hit
 
-    def finish(record: dict) -> ModelRecord:
+    def finish(record: dict):
         if use_cache:
             _write_cache(cache, key, record)
-        out = ModelRecord.from_json(record)
+        out = kind.from_json(record)
         out.cached = False
         return out
 
-    loss = _evals_loss(entry, settings, evals)
-    return Pending(
-        Task(measure_model, (entry, settings, loss), cost=entry.n_layers * (2 - entry.parameterization.has_omegas)),
-        finish,
-    )
+    return Pending(task(), finish)
 
 
 def model_record(
@@ -605,17 +612,13 @@ def theorem51_job(entry: Entry, settings: Settings, use_cache: bool = True) -> "
         version=THEOREM51_VERSION,
         probe_seq=settings.probe_seq,
     )
-    cache = _cache_path(entry)
-    hit = _cached(cache, key, Theorem51) if use_cache else None
-    if hit is not None:
-        return hit
-
-    def finish(record: dict) -> Theorem51:
-        if use_cache:
-            _write_cache(cache, key, record)
-        return Theorem51.from_json(record)
-
-    return Pending(Task(measure_theorem51, (entry, settings), cost=entry.n_layers), finish)
+    return _job(
+        _cache_path(entry),
+        key,
+        Theorem51,
+        lambda: Task(measure_theorem51, (entry, settings), entry.n_layers),
+        use_cache,
+    )
 
 
 def theorem51_record(entry: Entry, settings: Settings, use_cache: bool = True) -> Theorem51 | None:
@@ -947,19 +950,13 @@ def family_job(entry: Entry, settings: Settings, use_cache: bool = True) -> "Fam
         digest, _on_prior(entry, settings), kind="report-family", report_version=REPORT_VERSION,
         settings={"probe_seq": settings.probe_seq},
     )  # fmt: skip
-    cache = _cache_path(entry)
-    hit = _cached(cache, key, FamilyRecord) if use_cache else None
-    if hit is not None:
-        return hit
-
-    def finish(record: dict) -> FamilyRecord:
-        if use_cache:
-            _write_cache(cache, key, record)
-        out = FamilyRecord.from_json(record)
-        out.cached = False
-        return out
-
-    return Pending(Task(measure_family, (entry, settings), cost=entry.n_layers), finish)
+    return _job(
+        _cache_path(entry),
+        key,
+        FamilyRecord,
+        lambda: Task(measure_family, (entry, settings), entry.n_layers),
+        use_cache,
+    )
 
 
 def with_family_runs(study: dict | None, records: list[FamilyRecord]) -> dict | None:

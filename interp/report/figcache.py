@@ -19,7 +19,6 @@ from pathlib import Path, PurePath
 from typing import Callable
 
 import plotly
-import plotly.graph_objects as go
 
 import interp
 from interp.files import CheckpointError, InterpError, atomic_write_text, read_regular_file
@@ -107,7 +106,7 @@ class FigureCache:
             return Panel(**{f: rec[f] for f in FIELDS}, figure=rec["figure"])
         p = draw()
         meta = json.dumps({"key": key, **{f: getattr(p, f) for f in FIELDS}})
-        fig = "null" if p.figure is None else _figure_json(p.figure)
+        fig = "null" if p.figure is None else p.figure.to_json()  # drawn now: a go.Figure
         self.used[key] = f'{meta[:-1]}, "figure": {fig}}}'
         return p
 
@@ -120,7 +119,3 @@ class FigureCache:
         except (OSError, InterpError) as err:
             return f"{self.path}: cannot write the figure cache ({getattr(err, 'strerror', None) or err})"
         return None
-
-
-def _figure_json(fig: go.Figure | dict) -> str:
-    return fig.to_json() if isinstance(fig, go.Figure) else plotly.io.to_json(fig, validate=False)
