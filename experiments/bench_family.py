@@ -4,9 +4,11 @@
 
 One process, one thread; d = 10, n = 20, one head, the fast preset's batch. Each step is the trainer's: a fresh batch
 (interp.train._loss: the guard, the draw), backward, the gradient clip and the fused Adam step. FULL takes the kernel's
-fused pass where this CPU has it (as the trainer does); the family trains through autograd on its parallel forms. The
-models' steps are interleaved round by round so that load changes hit them alike; reported: the median step and its
-ratio to FULL's. Prints a markdown table (appended by hand to experiments/results/bench_train.md).
+fused pass where this CPU has it (as the trainer does); the family trains through autograd on its hook-free path
+(VariantTransformer._forward_fast). Each family model also steps through its layer-by-layer hooked forward (a no-op
+hook on hook_embed: what every step took before the hook-free path), for the ratio of the two. The steps are interleaved
+round by round so that load changes hit them alike; reported: the median step and its ratio to FULL's. Prints a
+markdown table (appended by hand to experiments/results/bench_train.md).
 """
 
 from __future__ import annotations
@@ -44,28 +46,35 @@ def main(argv=None) -> int:
         setups.append(
             (model_cfg.family_label, cfg, model, params, adam(params, 1e-4), torch.Generator().manual_seed(1))
         )
-    times = {s[0]: [] for s in setups}
+    times = {(s[0], hooked): [] for s in setups for hooked in (False, True) if not hooked or s[0] != setups[0][0]}
     for round_ in range(args.steps + 2):  # two warm-up rounds
-        for label, cfg, model, params, opt, gen in setups:
-            t = time.perf_counter()
-            loss, _ = _loss(model, cfg, gen)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            if round_ >= 2:
-                times[label].append(time.perf_counter() - t)
-    full = statistics.median(times[setups[0][0]])
+        for (label, hooked), cfg, model, params, opt, gen in (
+            (key, *setup[1:]) for setup in setups for key in times if key[0] == setup[0]
+        ):
+            with model.hooks(fwd_hooks=[("hook_embed", lambda t, hook: t)] if hooked else []):
+                t = time.perf_counter()
+                loss, _ = _loss(model, cfg, gen)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+                if round_ >= 2:
+                    times[label, hooked].append(time.perf_counter() - t)
+    full = statistics.median(times[setups[0][0], False])
     rows = []
     for label, cfg, *_ in setups:
-        med = statistics.median(times[label])
-        rows.append([label, training_path(cfg)["path"], f"{1e3 * med:.1f}", f"{med / full:.2f}"])
+        med = statistics.median(times[label, False])
+        hooked = times.get((label, True))
+        before = f"{1e3 * statistics.median(hooked):.1f}" if hooked else ""
+        speedup = f"{statistics.median(hooked) / med:.2f}" if hooked else ""
+        path = training_path(cfg)["path"] if label == setups[0][0] else "torch, hook-free"
+        rows.append([label, path, f"{1e3 * med:.1f}", f"{med / full:.2f}", before, speedup])
     print(
         f"CPU: {kernel.cpu_model()}; torch.backends.cpu.get_cpu_capability(): {kernel.cpu_capability()}; "
         f"torch {torch.__version__}, 1 thread; L = {args.layers}, batch {args.batch}, d = 10, n = 20, one head, "
         f"median of {args.steps} interleaved steps\n"
     )
-    print(markdown(["model", "path", "step (ms)", "÷ FULL"], rows))
+    print(markdown(["model", "path", "step (ms)", "÷ FULL", "layer by layer (ms)", "hook-free speed-up"], rows))
     return 0
 
 

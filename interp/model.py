@@ -57,6 +57,17 @@ def has_hooks(module: nn.Module) -> bool:
     )
 
 
+def hooks_active(model: HookedRootModule) -> bool:
+    """Whether any hook (HookPoint, module forward / pre-forward / backward, global) can see a submodule of a model
+    that called setup().
+
+    Only then does the model's forward run layer by layer through its submodules; otherwise its hook-free fast path,
+    which calls no submodule, is exact. Hooks on the model itself see the same input and ŷ either way.
+    """
+    # No public torch API says whether a hook is registered: torch's own tests, checked once by hook_detection()
+    return global_hooks() or any(has_hooks(m) for m in model.mod_dict.values())  # every submodule, from setup()
+
+
 # Fallback where torch lacks _has_any_global_hook: the dicts register_module_*_hook write to.
 _GLOBAL_HOOK_DICTS = (
     "_global_forward_hooks",
@@ -447,13 +458,8 @@ class LinearTransformer(HookedRootModule):
         return self.hook_embed(self.hook_tokens(tokens.clone()))
 
     def _hooks_active(self) -> bool:
-        """Whether any hook (HookPoint, module forward / pre-forward / backward, global) can see a submodule.
-
-        Only then does forward run token by token; otherwise the hook-free fast path, which calls no
-        submodule, is exact. Hooks on the model itself see the same input and ŷ either way.
-        """
-        # No public torch API says whether a hook is registered: torch's own tests, checked once by hook_detection()
-        return global_hooks() or any(has_hooks(m) for m in self.mod_dict.values())  # every submodule, from setup()
+        """Whether any hook can see a submodule (`hooks_active`): only then does forward run layer by layer."""
+        return hooks_active(self)
 
     def _forward_moments(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
         """The same prediction from second moments only (Theorem 4.1; interp.moments). Used when no hook is attached."""

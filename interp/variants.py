@@ -21,9 +21,13 @@ each `head_width` h wide; the layer adds Σ_k W_O o_i to e_i):
 FFN after each attention layer (cfg.mlp): e ← e + W_out φ(W_in e) with φ linear or ReLU, or the quadratic
 e ← e + W_out ((W_a e) ⊙ (W_b e)) (Theorem 4.2's counterpoint: it can write x(1)² into y).
 
-Training runs the parallel forms (the masked-matrix form for causal, retnet and gated; gla's with its per-channel
+The forward runs the parallel forms (the masked-matrix form for causal, retnet and gated; gla's with its per-channel
 decay; delta through the UT transform, (I + diag(β) tril(K Kᵀ, −1)) U = diag(β) V, S_i = Σ_{j≤i} u_j k_jᵀ, Yang et al.
-2024); `reference_stream` writes every recurrence out token by token, and the tests hold each forward to it.
+2024). With no hook registered (training, evaluation) it takes the hook-free path, `VariantTransformer._forward_fast`:
+the same function in fewer, larger products (the query as the masked matrix's last row, gated's decay factored as
+gla's, the last layer's query row alone), 1.1-1.8x faster a training step (experiments/results/bench_train.md).
+`reference_stream` writes every recurrence out token by token, and the tests hold both paths, and the hook-free path's
+gradients, to it.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from transformer_lens.hook_points import HookPoint
 
 from interp.config import FEATURE_MAPS, ModelConfig  # noqa: F401 - FEATURE_MAPS: where it lived
 from interp.files import InvalidArgument, InvalidType
-from interp.model import LinearAttention, LinearTransformer, check_generator, has_hooks, hook_detection
+from interp.model import LinearAttention, LinearTransformer, check_generator, has_hooks, hook_detection, hooks_active
 
 LINEAR_FAMILY = ("qkv", "causal", "retnet", "gated", "gla", "delta")  # a state S read by the query: ŷ linear in x_t
 DECAYS = ("retnet", "gated", "gla", "delta")  # the ones that weight context tokens unequally
@@ -53,9 +57,9 @@ DECAYS = ("retnet", "gated", "gla", "delta")  # the ones that weight context tok
 # still learnable), β = sigmoid(0) = 1/2.
 GATE_BIAS_INIT = 4.0
 BETA_BIAS_INIT = 0.0
-# gla's parallel form factors exp(b_i − b_j) = exp(b_i) exp(−b_j) (b = Σ log α ≤ 0) while every context's total log
-# decay is above −GLA_FACTOR_LIMIT, so exp(−b_j) ≤ e^30 (exact to rounding in float32); beyond, the exact unfactored
-# forms take over (the scan, or the decay tensor when hook_pattern is wanted).
+# gla's parallel form (and gated's on the hook-free path) factors exp(b_i − b_j) = exp(b_i) exp(−b_j) (b = Σ log α ≤ 0)
+# while every context's total log decay is above −GLA_FACTOR_LIMIT, so exp(−b_j) ≤ e^30 (exact to rounding in float32);
+# beyond, the exact unfactored forms take over (the scan, or the decay tensor when hook_pattern is wanted).
 GLA_FACTOR_LIMIT = 30.0
 CONSTANT_INIT = {"decay_logit": GATE_BIAS_INIT, "b_gate": GATE_BIAS_INIT, "b_beta": BETA_BIAS_INIT}
 
@@ -160,7 +164,7 @@ class FamilyAttention(nn.Module):
             alpha = self.gates(ctx)
             b = torch.log(alpha).cumsum(1)  # [B, n, H, h]
             lower = torch.ones(n, n, dtype=torch.bool, device=ctx.device).tril()
-            if bool((b[:, -1] > -GLA_FACTOR_LIMIT).all()):  # exp(−b_j) ≤ e^30: factor it, (q_i e^{b_i})ᵀ(k_j e^{−b_j})
+            if self._factors(b):  # exp(−b_j) ≤ e^30: factor it, (q_i e^{b_i})ᵀ(k_j e^{−b_j})
                 pattern = einsum(qc * b.exp(), kc * (-b).exp(), "b i h c, b j h c -> b h i j") * lower
             elif hook_detection().ok and not has_hooks(self.hook_pattern):  # strong decay, no pattern wanted
                 return self._gla_scan(alpha, q, k, v)
@@ -214,6 +218,83 @@ class FamilyAttention(nn.Module):
         pattern = self.hook_pattern(pattern)
         return einsum(pattern, v, "b h i j, b j h a -> b i h a")
 
+    # ---- the hook-free training path (VariantTransformer._forward_fast): the same function, fewer and larger products
+    def fast_update(self, resid: Float[Tensor, "batch pos D"], query_only: bool = False) -> Tensor | None:
+        """Σ_k W_O o_i without hooks, [batch, pos, D] (the heads summed; with `query_only`, [batch, 1, D]: the query's
+        row alone, all the last layer's readout needs), or None where only the hooked forward is exact (gla past
+        GLA_FACTOR_LIMIT). The causal family's query row joins the masked matrix as row n, reading S_n with the last
+        context token's weights (no S_n is formed); the heads' outputs are summed by one product with W_O."""
+        B, T, D = resid.shape
+        H, h, n = self.W_Q.shape[0], self.W_Q.shape[1], T - 1
+        ctx = resid[:, :-1]
+
+        def heads(x: Tensor, W: Tensor) -> Tensor:  # x W_kᵀ per head, [(batch head), pos, h] (a view for one head)
+            return F.linear(x, W.reshape(H * h, D)).view(B, -1, H, h).transpose(1, 2).reshape(B * H, -1, h)
+
+        def scores(q: Tensor, k: Tensor) -> Tensor:  # q_iᵀ k_j, [(batch head), row, n]
+            return (k * q).sum(-1, keepdim=True).transpose(1, 2) if query_only else q @ k.transpose(1, 2)
+
+        def mix(pattern: Tensor, v: Tensor) -> Tensor:  # Σ_j pattern[i, j] v_j, [(batch head), row, h]
+            return (pattern.transpose(1, 2) * v).sum(1, keepdim=True) if query_only else pattern @ v
+
+        # (one row: broadcast products; a batch of one-row matrix products is several times slower on the CPU)
+        q = heads(resid[:, -1:] if query_only else resid, self.W_Q)
+        k, v = heads(ctx, self.W_K), heads(ctx, self.W_V)  # the context's keys and values
+        # each row's last context position: i for a context token, n − 1 for the query (it reads S_n)
+        last = torch.arange(T - q.shape[1], T, device=resid.device).clamp_max(n - 1)
+        lower = last[:, None] >= torch.arange(n, device=resid.device)  # [row, n]: j ≤ the row's position
+        if self.kind == "softmax":
+            pattern = torch.softmax(scores(q, k) / math.sqrt(h), dim=-1)
+        elif self.kind in ("kernel", "kernel_norm"):
+            pattern = scores(self.phi(q), self.phi(k))
+            if self.kind == "kernel_norm":
+                pattern = pattern / pattern.sum(-1, keepdim=True)
+        elif self.kind == "qkv":  # o_iᵀ = q_iᵀ Σ_j k_j v_jᵀ = (S_n q_i)ᵀ: the state form, h × h
+            kv = k.transpose(1, 2) @ v
+            o = (q.transpose(1, 2) * kv).sum(1, keepdim=True) if query_only else q @ kv
+            return self._out(o, B, H, h, D)
+        elif self.kind in ("gla", "gated") and self._factors(b := self._log_decay(ctx)):
+            pattern = scores(q * b[:, last].exp(), k * (-b).exp()) * lower  # Σ_c q_i[c] k_j[c] e^{b_i − b_j}[c]
+        elif self.kind == "gla":  # a strong decay: only the hooked forward's scan is exact
+            return None
+        else:
+            if self.kind == "delta":  # the UT transform: (I + diag(β) tril(K Kᵀ, −1)) U = diag(β) V
+                beta = self.betas(ctx).reshape(B * H, n, 1)
+                A = torch.eye(n, dtype=resid.dtype, device=resid.device) + beta * (k @ k.transpose(1, 2)).tril(-1)
+                v = torch.linalg.solve_triangular(A, beta * v, upper=False)
+            weights = self._row_weights(ctx, last, lower)
+            pattern = (scores(q, k).view(B, H, -1, n) * weights).view(B * H, -1, n)
+        return self._out(mix(pattern, v), B, H, h, D)
+
+    def _out(self, o: Float[Tensor, "BH row h"], B: int, H: int, h: int, D: int) -> Float[Tensor, "B row D"]:
+        """Σ_k W_O,k o_i,k: the heads' outputs through W_O, summed, in one product."""
+        o = o.view(B, H, -1, h).transpose(1, 2).reshape(B, -1, H * h)
+        return F.linear(o, self.W_O.transpose(0, 1).reshape(D, H * h))
+
+    def _log_decay(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "BH n c"]:
+        """b_j = Σ_{m≤j} log α_m per (batch, head): gla's per channel (c = h), gated's a_m (c = 1). While every
+        b_n > −GLA_FACTOR_LIMIT the decay factors, exp(b_i − b_j) = exp(b_i) exp(−b_j) (exact to rounding)."""
+        B, n, _ = ctx.shape
+        if self.kind == "gated":
+            return torch.log(self.gates(ctx)).cumsum(-1).reshape(-1, n, 1)
+        return torch.log(self.gates(ctx)).cumsum(1).transpose(1, 2).reshape(-1, n, self.W_Q.shape[1])
+
+    @staticmethod
+    def _factors(b: Tensor) -> bool:
+        """Whether every context's total log decay b_n is above −GLA_FACTOR_LIMIT (the factored form is exact)."""
+        return bool((b[:, -1] > -GLA_FACTOR_LIMIT).all())
+
+    def _row_weights(self, ctx: Tensor, last: Tensor, lower: Tensor) -> Tensor:
+        """The weight of v_j k_jᵀ in the state row i reads, broadcast to [batch, head, row, n]: 1 (causal, delta),
+        γ^{last_i − j} (retnet) or exp(c_{last_i} − c_j) with c = cumsum log a (gated); 0 for j > last_i."""
+        if self.kind in ("causal", "delta"):
+            return lower.to(ctx.dtype)
+        if self.kind == "retnet":
+            steps = (last[:, None] - torch.arange(ctx.shape[1], device=ctx.device)).clamp_min(0).to(ctx.dtype)
+            return self.decay()[:, None, None] ** steps * lower  # [head, row, n]
+        c = torch.log(self.gates(ctx)).cumsum(-1)  # gated: [B, H, n]
+        return (c[..., last, None] - c[..., None, :]).masked_fill(~lower, -math.inf).exp()
+
 
 class FFN(nn.Module):
     """e ← e + W_out φ(W_in e) per token (φ linear or ReLU), or e ← e + W_out ((W_a e) ⊙ (W_b e)) (quadratic, W_a is
@@ -232,12 +313,17 @@ class FFN(nn.Module):
         self.hook_post = HookPoint()
 
     def forward(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos D"]:
-        pre = self.hook_pre(resid @ self.W_in.T)
+        return self.update(resid, self.hook_pre, self.hook_pre_b if self.kind == "quadratic" else None, self.hook_post)
+
+    def update(self, resid: Float[Tensor, "batch pos D"], pre_hook=None, pre_b_hook=None, post_hook=None) -> Tensor:
+        """The FFN's update, through the given hook points (none: the hook-free training path)."""
+        keep = lambda t: t  # noqa: E731
+        pre = (pre_hook or keep)(F.linear(resid, self.W_in))
         if self.kind == "quadratic":
-            post = pre * self.hook_pre_b(resid @ self.W_b.T)  # (W_a e) ⊙ (W_b e)
+            post = pre * (pre_b_hook or keep)(F.linear(resid, self.W_b))  # (W_a e) ⊙ (W_b e)
         else:
             post = torch.relu(pre) if self.kind == "relu" else pre
-        return self.hook_post(post) @ self.W_out.T
+        return F.linear((post_hook or keep)(post), self.W_out)
 
     def matrix(self) -> Float[Tensor, "D D"]:
         """I + W_out W_in: the token map of a linear FFN (InvalidArgument for the others)."""
@@ -330,10 +416,34 @@ class VariantTransformer(HookedRootModule):
         return torch.stack(out)
 
     def forward(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
-        """ŷ = −y_{n+1} after the last block."""
+        """ŷ = −y_{n+1} after the last block: through the blocks and their hooks where a hook can see one
+        (interp.model.hooks_active), else on the hook-free path, the same function in fewer, larger products
+        (`_forward_fast`; both held to `reference_stream` by the tests)."""
+        if not hooks_active(self):
+            return self._forward_fast(self._check_tokens(tokens))
         resid = self.hook_embed(self.hook_tokens(self._check_tokens(tokens).clone()))
         for block in self.blocks:
             resid = block(resid)
+        return -resid[:, -1, -1]
+
+    def _forward_fast(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
+        """ŷ without hooks: every layer's update from FamilyAttention.fast_update (lsa: Σ_k A_k e_i) and FFN.update,
+        and in the last layer the query's row alone (the context's last rows reach no output)."""
+        last = len(self.blocks) - 1
+        for l, block in enumerate(self.blocks):
+            attn, query_only = block.attn, l == last
+            if isinstance(attn, LinearAttention):
+                ctx = resid[:, :-1]
+                A = attn.head_maps(ctx.transpose(1, 2) @ ctx).sum(1)  # Σ_k P_k S Q_k (Lemma 4.3)
+                upd = (resid[:, -1:] if query_only else resid) @ A.transpose(1, 2)
+            else:
+                upd = attn.fast_update(resid, query_only)
+                if upd is None:  # only the hooked forward is exact here
+                    upd = attn(resid).sum(dim=2)
+                    upd = upd[:, -1:] if query_only else upd
+            resid = (resid[:, -1:] if query_only else resid) + upd
+            if block.mlp is not None:
+                resid = resid + block.mlp.update(resid)
         return -resid[:, -1, -1]
 
     def predict_per_layer(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L+1 batch"]:

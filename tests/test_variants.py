@@ -55,6 +55,22 @@ def test_every_forward_equals_its_token_by_token_loop(attention, mlp):
     assert rel_err(fast, slow) <= 1e-12
     assert (fast[-1] - fast[0]).abs().max() > 1e-2  # the layers do something at this scale
     torch.testing.assert_close(model(tokens), -slow[-1, :, -1, -1], rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(model._forward_fast(tokens), -slow[-1, :, -1, -1], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("attention", FAMILY + ["lsa"])
+def test_the_hook_free_path_has_the_hooked_forwards_gradients(attention):
+    """Training takes `_forward_fast` (no hook anywhere); its gradients are the layer-by-layer forward's."""
+    model = variant(attention=attention, mlp="quadratic" if attention == "lsa" else "none")
+    tokens = small_batch(d=D_SMALL).tokens
+
+    def grads(predict):
+        model.zero_grad()
+        (predict(tokens) ** 2).sum().backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    fast, hooked = grads(model._forward_fast), grads(lambda t: -model.residual_stream(t)[-1, :, -1, -1])
+    assert rel_err(fast, hooked) <= 1e-12
 
 
 def _with(model, name: str, value: float):
@@ -324,15 +340,19 @@ def test_a_killed_family_run_resumes_bit_for_bit(tmp_path, monkeypatch):
     assert any(k.endswith("attn.W_gate") for k in a)  # the gate was trained and resumed too
 
 
-def test_gla_strong_decay_takes_the_exact_unfactored_forms():
-    """Past GLA_FACTOR_LIMIT of total log decay, gla leaves the factored pattern: the scan (no hook) and the decay
-    tensor (hook_pattern cached) both equal the loop, and the factored form is what moderate gates take."""
-    model, tokens = variant(attention="gla"), small_batch(d=D_SMALL).tokens
+@pytest.mark.parametrize("attention", ["gla", "gated"])
+def test_a_strong_decay_takes_the_exact_unfactored_forms(attention):
+    """Past GLA_FACTOR_LIMIT of total log decay, gla (and gated on the hook-free path) leave the factored pattern: the
+    scan (no hook), the unfactored weights (gated's hook-free path) and the decay tensor (hook_pattern cached) all
+    equal the loop."""
+    model, tokens = variant(attention=attention), small_batch(d=D_SMALL).tokens
     with torch.no_grad():
         for block in model.blocks:
             block.attn.b_gate.fill_(-10.0)  # α ≈ 5e-5: Σ log α ≈ −80 over 8 tokens
         slow = reference_stream(model, tokens)
         assert rel_err(model.residual_stream(tokens), slow) <= 1e-12  # the scan
+        assert not model.blocks[0].attn._factors(model.blocks[0].attn._log_decay(tokens[:, :-1]))
+        torch.testing.assert_close(model._forward_fast(tokens), -slow[-1, :, -1, -1], rtol=1e-12, atol=1e-14)
     _, cache = model.run_with_cache(tokens)  # the decay tensor
     assert rel_err(cache["blocks.1.hook_resid_post"], slow[-1]) <= 1e-12
     assert float(cache["blocks.0.attn.hook_pattern"].abs().max()) > 0
