@@ -260,8 +260,10 @@ class FamilyAttention(nn.Module):
         else:
             if self.kind == "delta":  # the UT transform: (I + diag(β) tril(K Kᵀ, −1)) U = diag(β) V
                 beta = self.betas(ctx).reshape(B * H, n, 1)
-                A = torch.eye(n, dtype=resid.dtype, device=resid.device) + beta * (k @ k.transpose(1, 2)).tril(-1)
-                v = torch.linalg.solve_triangular(A, beta * v, upper=False)
+                # a unit lower-triangular solve reads only the strictly lower part: no tril, no I (nor their backward)
+                v = torch.linalg.solve_triangular(
+                    beta * (k @ k.transpose(1, 2)), beta * v, upper=False, unitriangular=True
+                )
             weights = self._row_weights(ctx, last, lower)
             pattern = (scores(q, k).view(B, H, -1, n) * weights).view(B * H, -1, n)
         return self._out(mix(pattern, v), B, H, h, D)
