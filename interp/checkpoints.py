@@ -44,7 +44,19 @@ def save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict[
         raise InvalidType("tensors must be a dict of name -> torch.Tensor")
     header = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "meta": json.dumps(meta, sort_keys=True)}
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
-    atomic_write_bytes(path, st_save(tensors, metadata=header))
+    atomic_write_bytes(path, canonical_bytes(st_save(tensors, metadata=header)))
+
+
+def canonical_bytes(data: bytes) -> bytes:
+    """A safetensors file with its JSON header's keys sorted, so the same tensors and metadata give the same bytes.
+
+    safetensors writes the header from hash maps whose order changes from one call to the next: a zoo re-exported
+    with nothing changed differed in every file. The tensor data and its offsets (relative to the data's start) stay;
+    the header is padded with spaces to a multiple of 8 bytes, as safetensors pads it."""
+    size = int.from_bytes(data[:8], "little")
+    head = json.dumps(json.loads(data[8 : 8 + size]), sort_keys=True, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    return len(head).to_bytes(8, "little") + head + data[8 + size :]
 
 
 def _check_header(path: Path, head: bytes, body: int) -> dict:

@@ -3,6 +3,7 @@ import os
 
 import pytest
 import torch
+from safetensors.torch import load as st_load
 from safetensors.torch import save_file
 
 import interp
@@ -104,3 +105,20 @@ def test_written_files_get_the_usual_mode(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert (path.stat().st_mode & 0o777) == (0o666 & ~mask)
+
+
+def test_the_same_model_is_written_byte_for_byte_the_same(tmp_path):
+    """safetensors orders its header from hash maps; interp sorts it, so a re-export of an unchanged model (the zoo)
+    changes no byte, and the file still reads through safetensors itself and interp."""
+    model = random_full(d=3, n_layers=2, n_heads=2)
+    files = [tmp_path / f"{i}.safetensors" for i in range(6)]
+    for path in files:
+        ck.save_checkpoint(path, model, 7, note={"b": 1, "a": [2, 3]})
+    assert len({p.read_bytes() for p in files}) == 1
+    data = files[0].read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    assert size % 8 == 0 and list(json.loads(data[8 : 8 + size])) == sorted(json.loads(data[8 : 8 + size]))
+    assert all(torch.equal(st_load(data)[k], v) for k, v in model.state_dict().items())
+    loaded, meta = load_with_meta(files[0])
+    assert meta["step"] == 7 and meta["note"] == {"a": [2, 3], "b": 1}
+    assert all(torch.equal(loaded.state_dict()[k], v) for k, v in model.state_dict().items())
