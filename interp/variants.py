@@ -117,12 +117,14 @@ class FamilyAttention(nn.Module):
 
     def gates(self, ctx: Float[Tensor, "batch n D"]) -> Tensor:
         """gated: a_j [batch, head, n]; gla: α_j [batch, n, head, h]."""
-        if self.kind == "gated":
-            return self.hook_gate(torch.sigmoid(einsum(ctx, self.w_gate, "b j c, h c -> b h j") + self.b_gate[:, None]))
-        return self.hook_gate(torch.sigmoid(einsum(ctx, self.W_gate, "b j c, h k c -> b j h k") + self.b_gate))
+        if self.kind == "gated":  # sigmoid(w_gᵀ e_j + b_g)
+            return self.hook_gate(torch.sigmoid(F.linear(ctx, self.w_gate, self.b_gate)).transpose(1, 2))
+        H, h, D = self.W_gate.shape  # gla: sigmoid(W_α e_j + b_α), one product for every head
+        gate = F.linear(ctx, self.W_gate.reshape(H * h, D), self.b_gate.reshape(H * h))
+        return self.hook_gate(torch.sigmoid(gate).view(*ctx.shape[:2], H, h))
 
     def betas(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "batch H n"]:
-        return self.hook_beta(torch.sigmoid(einsum(ctx, self.w_beta, "b j c, h c -> b h j") + self.b_beta[:, None]))
+        return self.hook_beta(torch.sigmoid(F.linear(ctx, self.w_beta, self.b_beta)).transpose(1, 2))
 
     def weights(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "batch H n n"]:
         """M[i, j]: the weight of v_j k_jᵀ in S_i for context tokens i, j (causal, retnet, gated): 1, γ^{i−j} or
@@ -254,7 +256,8 @@ class FamilyAttention(nn.Module):
             o = (q.transpose(1, 2) * kv).sum(1, keepdim=True) if query_only else q @ kv
             return self._out(o, B, H, h, D)
         elif self.kind in ("gla", "gated") and self._factors(b := self._log_decay(ctx)):
-            pattern = scores(q * b[:, last].exp(), k * (-b).exp()) * lower  # Σ_c q_i[c] k_j[c] e^{b_i − b_j}[c]
+            b_rows = b[:, -1:] if query_only else torch.cat([b, b[:, -1:]], dim=1)  # b at each row's last position
+            pattern = scores(q * b_rows.exp(), k * (-b).exp()) * lower  # Σ_c q_i[c] k_j[c] e^{b_i − b_j}[c]
         elif self.kind == "gla":  # a strong decay: only the hooked forward's scan is exact
             return None
         else:
