@@ -124,7 +124,37 @@ def render(cells: dict, meta: dict) -> str:
     text += ["", markdown(head, rows) if rows else "No run of the grid is complete yet.", ""]
     if rows:
         text += ["## Per layer", "", PER_LAYER, "", markdown(*per_layer(cells)), ""]
+    deep = near_full(cells, DEEPEST)
+    if deep:
+        text += [f"## Against FULL-{DEEPEST}", "", AGAINST_FULL, ""]
+        text += [markdown(["prior", "variant", "best adjusted loss", f"÷ FULL-{DEEPEST}", "within 10%"], deep), ""]
     return "\n".join(text)
+
+
+DEEPEST = 7  # the grid's deepest models: one seed a cell, three where a variant comes within NEAR_FULL of FULL-7
+NEAR_FULL = 0.10
+AGAINST_FULL = (
+    f"Each {DEEPEST}-layer cell's best seed over the Table 1 zoo's FULL-{DEEPEST} on the same sequences (its loss over "
+    "its loss minus the paired difference), best first. Where a variant comes within 10% of FULL-7 it earns seeds 1 "
+    "and 2 too: `experiments/family_grid.toml` skips them at 7 layers, so narrow that skip's `where` to leave the "
+    "cells marked here out, and resume the sweep."
+)
+
+
+def near_full(cells: dict, layers: int) -> list[list[str]]:
+    """Rows (prior, variant, loss, ratio to FULL, within NEAR_FULL) of the cells at `layers` paired against FULL,
+    by prior and ratio: which variants come near, or beat, FULL at that depth."""
+    out = []
+    for (prior, name, L), c in cells.items():
+        if L != layers or "vs_full" not in c:
+            continue
+        loss = c["loss"]["mean"]
+        ratio = loss / (loss - c["vs_full"]["mean"])  # ÷ FULL's loss on the same sequences
+        out.append((prior, ratio, name, loss))
+    return [
+        [prior, name, f"{loss:.4g}", f"{ratio:.3f}", "yes" if ratio <= 1 + NEAR_FULL else "no"]
+        for prior, ratio, name, loss in sorted(out)
+    ]
 
 
 PER_LAYER = (

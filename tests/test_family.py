@@ -110,3 +110,25 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     assert json.loads((tmp_path / "e.json").read_text())["rows"][0]["mean"] == pytest.approx(
         adjusted_loss(load(quad), on_task.replace(n_seq=64)).mean
     )
+
+
+def test_the_family_script_names_the_cells_near_full7():
+    """A 7-layer cell within 10% of FULL-7 (by its paired difference) is marked for seeds 1 and 2; other depths and
+    cells without a FULL to pair with are not listed."""
+    from tests.helpers import experiment_script
+
+    family = experiment_script("family")
+    cell = lambda loss, diff: {"loss": {"mean": loss}, "vs_full": {"mean": diff, "stderr": 0.001}}  # noqa: E731
+    cells = {
+        ("uniform:5", "delta", 7): cell(0.050, 0.002),  # FULL 0.048: ratio 1.042
+        ("uniform:5", "causal", 7): cell(0.060, 0.012),  # FULL 0.048: 1.25
+        ("uniform:5", "gla", 7): cell(0.046, -0.002),  # FULL 0.048: 0.958, beats it
+        ("uniform:5", "qkv", 4): cell(0.060, 0.0),
+        ("uniform:5", "lsa_quad1", 7): {"loss": {"mean": 0.1}},
+    }
+    rows = family.near_full(cells, 7)
+    assert [(r[1], r[3], r[4]) for r in rows] == [
+        ("gla", "0.958", "yes"),
+        ("delta", "1.042", "yes"),
+        ("causal", "1.250", "no"),
+    ]
