@@ -1,6 +1,9 @@
 """Training-step speed of the linear-attention family (interp.variants) against FULL's, as `interp train` runs them.
 
-    OMP_NUM_THREADS=1 python experiments/bench_family.py [--layers 4] [--steps 12] [--batch 2048]
+    OMP_NUM_THREADS=1 python experiments/bench_family.py [--layers 4] [--steps 12] [--batch 2048] [--device cuda]
+
+On a GPU (issue 52's check: FULL-7 and every variant at batch 2048): `python experiments/bench_family.py --layers 7
+--device cuda`; FULL then runs on the torch backend (the CPU kernel is the CPU's), and each step is synchronised.
 
 One process, one thread; d = 10, n = 20, one head, the fast preset's batch. Each step is the trainer's: a fresh batch
 (interp.train._loss: the guard, the draw), backward, the gradient clip and the fused Adam step. FULL takes the kernel's
@@ -30,21 +33,28 @@ VARIANTS = [("lsa", "none")] + [(a, "none") for a in ATTENTIONS if a != "lsa"]
 VARIANTS += [("lsa", "relu"), ("lsa", "quadratic")]
 
 
+def sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--batch", type=int, default=2048)
+    ap.add_argument("--device", default="cpu", help="cuda: the GPU timing of the issue (FULL on the torch backend)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    dev = torch.device(args.device)
     setups = []
     for attention, mlp in VARIANTS:
         model_cfg = ModelConfig(n_layers=args.layers, attention=attention, mlp=mlp)
-        cfg = resolve(TrainConfig(model=model_cfg, batch=args.batch, steps=1000))
-        model = build(model_cfg, generator=torch.Generator().manual_seed(0))
+        cfg = resolve(TrainConfig(model=model_cfg, batch=args.batch, steps=1000, device=args.device))
+        model = build(model_cfg, generator=torch.Generator().manual_seed(0)).to(dev)
         params = list(model.parameters())
         setups.append(
-            (model_cfg.family_label, cfg, model, params, adam(params, 1e-4), torch.Generator().manual_seed(1))
+            (model_cfg.family_label, cfg, model, params, adam(params, 1e-4), torch.Generator(dev).manual_seed(1))
         )
     times = {(s[0], hooked): [] for s in setups for hooked in (False, True) if not hooked or s[0] != setups[0][0]}
     for round_ in range(args.steps + 2):  # two warm-up rounds
@@ -52,12 +62,14 @@ def main(argv=None) -> int:
             (key, *setup[1:]) for setup in setups for key in times if key[0] == setup[0]
         ):
             with model.hooks(fwd_hooks=[("hook_embed", lambda t, hook: t)] if hooked else []):
+                sync(dev)
                 t = time.perf_counter()
                 loss, _ = _loss(model, cfg, gen)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
                 opt.step()
+                sync(dev)  # a GPU step is timed to its end, not to its launch
                 if round_ >= 2:
                     times[label, hooked].append(time.perf_counter() - t)
     full = statistics.median(times[setups[0][0], False])
@@ -69,8 +81,9 @@ def main(argv=None) -> int:
         speedup = f"{statistics.median(hooked) / med:.2f}" if hooked else ""
         path = training_path(cfg)["path"] if label == setups[0][0] else "torch, hook-free"
         rows.append([label, path, f"{1e3 * med:.1f}", f"{med / full:.2f}", before, speedup])
+    gpu = f"GPU: {torch.cuda.get_device_name(dev)}; " if dev.type == "cuda" else ""
     print(
-        f"CPU: {kernel.cpu_model()}; torch.backends.cpu.get_cpu_capability(): {kernel.cpu_capability()}; "
+        f"{gpu}CPU: {kernel.cpu_model()}; torch.backends.cpu.get_cpu_capability(): {kernel.cpu_capability()}; "
         f"torch {torch.__version__}, 1 thread; L = {args.layers}, batch {args.batch}, d = 10, n = 20, one head, "
         f"median of {args.steps} interleaved steps\n"
     )
