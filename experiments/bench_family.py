@@ -7,11 +7,11 @@ On a GPU (issue 52's check: FULL-7 and every variant at batch 2048): `python exp
 
 One process, one thread; d = 10, n = 20, one head, the fast preset's batch. Each step is the trainer's: a fresh batch
 (interp.train._loss: the guard, the draw), backward, the gradient clip and the fused Adam step. FULL takes the kernel's
-fused pass where this CPU has it (as the trainer does); the family trains through autograd on its hook-free path
-(VariantTransformer._forward_fast). Each family model also steps through its layer-by-layer hooked forward (a no-op
-hook on hook_embed: what every step took before the hook-free path), for the ratio of the two. The steps are interleaved
-round by round so that load changes hit them alike; reported: the median step and its ratio to FULL's. Prints a
-markdown table (appended by hand to experiments/results/bench_train.md).
+fused pass where this CPU has it (as the trainer does), and so does qkv (FULL in other weights); the rest of the family
+trains through autograd on its hook-free path (VariantTransformer._forward_fast). Each family model also steps through
+its layer-by-layer hooked forward (a no-op hook on hook_embed: what every step took before the hook-free path), for the
+ratio of the two. The steps are interleaved round by round so that load changes hit them alike; reported: the median
+step and its ratio to FULL's. Prints a markdown table (appended by hand to experiments/results/bench_train.md).
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ def main(argv=None) -> int:
         hooked = times.get((label, True))
         before = f"{1e3 * statistics.median(hooked):.1f}" if hooked else ""
         speedup = f"{statistics.median(hooked) / med:.2f}" if hooked else ""
-        path = training_path(cfg)["path"] if label == setups[0][0] else "torch, hook-free"
+        path = training_path(cfg)["path"]
+        path = path if path != "torch" or cfg.model.is_lsa else "torch, hook-free"
         rows.append([label, path, f"{1e3 * med:.1f}", f"{med / full:.2f}", before, speedup])
     gpu = f"GPU: {torch.cuda.get_device_name(dev)}; " if dev.type == "cuda" else ""
     print(

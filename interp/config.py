@@ -337,6 +337,12 @@ class ModelConfig(TokenWidth):
         return self.attention == "lsa" and self.mlp == "none"
 
     @property
+    def merges_to_full(self) -> bool:
+        """Whether the model is FULL's function in other weights: qkv attention without an FFN (P = W_O W_V,
+        Q = W_Kᵀ W_Q per head), so the kernel's fused pass for FULL trains it (interp.moments.fused_supported)."""
+        return self.attention == "qkv" and self.mlp == "none"
+
+    @property
     def family_label(self) -> str:
         """How tables write the model: "FULL", "retnet", "qkv+quadratic FFN", ..."""
         name = params.of(self.param).label if self.attention == "lsa" else self.attention

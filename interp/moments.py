@@ -483,8 +483,8 @@ def fused_supported(model, x: Tensor) -> bool:
     hook is attached (hooks see activations only on the per-token path), the inputs need no gradient, and the
     environment variable INTERP_FUSED is not 0 (with 0 the trainer takes the model's forward and the kernel's
     separate backward)."""
-    if os.environ.get("INTERP_FUSED", "1") == "0" or not model.cfg.is_lsa:  # the family (interp.variants): autograd
-        return False
+    if os.environ.get("INTERP_FUSED", "1") == "0" or not (model.cfg.is_lsa or model.cfg.merges_to_full):
+        return False  # the family (interp.variants) trains through autograd, but for qkv: FULL in other weights
     return _kernel_takes(model, x) and not x.requires_grad and not model._hooks_active() and kernel_choice().train
 
 

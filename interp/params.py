@@ -109,8 +109,9 @@ class Full(Parameterization):
     def matrices(self, attn):
         return attn.P, attn.Q
 
-    def layer_maps(self, attns):
-        return torch.stack([a.P for a in attns]), torch.stack([a.Q for a in attns])
+    def layer_maps(self, attns):  # each attention's (P, Q): FULL's own, or qkv's merged (interp.variants)
+        P, Q = zip(*(a.matrices() for a in attns))
+        return torch.stack(P), torch.stack(Q)
 
 
 class Diag(Parameterization):

@@ -655,7 +655,8 @@ def check_memory(cfg: TrainConfig) -> None:
 
 def kernel_takes(cfg: TrainConfig) -> bool:
     """Whether the kernel's fused pass can run `cfg`'s steps (CPU, its dtype, d + 2 within the widest row)."""
-    on_cpu = cfg.device == "cpu" and cfg.model.is_lsa  # the family (interp.variants) trains through autograd
+    # the family (interp.variants) trains through autograd, but for qkv: FULL's function (ModelConfig.merges_to_full)
+    on_cpu = cfg.device == "cpu" and (cfg.model.is_lsa or cfg.model.merges_to_full)
     return on_cpu and kernel.available() and kernel.row_length(cfg.model.d + 2) is not None
 
 

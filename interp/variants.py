@@ -27,7 +27,8 @@ decay; delta through the UT transform, (I + diag(β) tril(K Kᵀ, −1)) U = dia
 the same function in fewer, larger products (the query as the masked matrix's last row, gated's decay factored as
 gla's, the last layer's query row alone), 1.1-1.8x faster a training step (experiments/results/bench_train.md).
 `reference_stream` writes every recurrence out token by token, and the tests hold both paths, and the hook-free path's
-gradients, to it.
+gradients, to it. qkv, FULL in other weights, trains on the kernel's fused pass for FULL through its merged maps
+(`FamilyAttention.matrices`, read by interp.params.FULL.layer_maps).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ except ImportError:  # pragma: no cover - older releases
     from transformer_lens.hook_points import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from interp import params
 from interp.config import FEATURE_MAPS, ModelConfig  # noqa: F401 - FEATURE_MAPS: where it lived
 from interp.files import InvalidArgument, InvalidType
 from interp.model import LinearAttention, LinearTransformer, check_generator, has_hooks, hook_detection, hooks_active
@@ -107,6 +109,13 @@ class FamilyAttention(nn.Module):
             self.hook_beta, self.hook_u = HookPoint(), HookPoint()
         self.hook_z = HookPoint()
         self.hook_result = HookPoint()
+
+    def matrices(self) -> tuple[Float[Tensor, "H D D"], Float[Tensor, "H D D"]]:
+        """qkv's merged (P, Q) of every head, P = W_O W_V and Q = W_Kᵀ W_Q: FULL's layer of the same function
+        (differentiable in the weights; InvalidArgument for the other attentions, whose function is no FULL layer)."""
+        if self.kind != "qkv":
+            raise InvalidArgument(f"{self.kind} attention is no FULL layer; only qkv merges into (P, Q)")
+        return self.W_O @ self.W_V, self.W_K.transpose(1, 2) @ self.W_Q
 
     def phi(self, z: Tensor) -> Tensor:
         return F.elu(z) + 1 if self.feature_map == "elu1" else z
@@ -380,6 +389,9 @@ class VariantTransformer(HookedRootModule):
         check_generator(generator)
         super().__init__()
         self.cfg = cfg
+        # qkv is FULL in other weights: the kernel's fused pass for FULL trains it (interp.moments.layer_maps reads
+        # the merged maps through FULL's parameterization); None for the others, which train through autograd
+        self.arch = params.FULL if cfg.merges_to_full else None
         self.hook_tokens = HookPoint()
         self.hook_embed = HookPoint()
         self.blocks = nn.ModuleList([FamilyBlock(cfg) for _ in range(cfg.n_layers)])
@@ -424,12 +436,17 @@ class VariantTransformer(HookedRootModule):
         """ŷ = −y_{n+1} after the last block: through the blocks and their hooks where a hook can see one
         (interp.model.hooks_active), else on the hook-free path, the same function in fewer, larger products
         (`_forward_fast`; both held to `reference_stream` by the tests)."""
-        if not hooks_active(self):
+        if not self._hooks_active():
             return self._forward_fast(self._check_tokens(tokens))
         resid = self.hook_embed(self.hook_tokens(self._check_tokens(tokens).clone()))
         for block in self.blocks:
             resid = block(resid)
         return -resid[:, -1, -1]
+
+    def _hooks_active(self) -> bool:
+        """Whether any hook can see a submodule (interp.model.hooks_active): only then does forward run layer by layer
+        (and the trainer leave the kernel's fused pass, for qkv)."""
+        return hooks_active(self)
 
     def _forward_fast(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
         """ŷ without hooks: every layer's update from FamilyAttention.fast_update (lsa: Σ_k A_k e_i) and FFN.update,

@@ -356,3 +356,29 @@ def test_a_strong_decay_takes_the_exact_unfactored_forms(attention):
     _, cache = model.run_with_cache(tokens)  # the decay tensor
     assert rel_err(cache["blocks.1.hook_resid_post"], slow[-1]) <= 1e-12
     assert float(cache["blocks.0.attn.hook_pattern"].abs().max()) > 0
+
+
+def test_qkv_trains_on_fulls_fused_pass():
+    """qkv is FULL in other weights: the trainer takes the kernel's fused pass for it (through the merged P = W_O W_V,
+    Q = W_Kᵀ W_Q), with the loss terms and gradients of its forward and autograd; a hook, or any other attention,
+    keeps autograd."""
+    from interp import moments
+    from interp.tasks import draw_tasks
+    from interp.train import _half_squared_errors, kernel_takes
+
+    model = variant(attention="qkv", layers=3)
+    draw = draw_tasks(64, D_SMALL, 8, "uniform:1", torch.Generator().manual_seed(1), dtype=torch.float64)
+    if not moments.kernel_choice().train:
+        pytest.skip(f"the kernel does not train here: {moments.kernel_choice().why}")
+    assert moments.fused_supported(model, draw.x) and kernel_takes(TrainConfig(model=model.cfg))
+    fused, _ = moments.half_squared_errors(model, draw)
+    plain, _ = _half_squared_errors(model, draw.batch(), None, None)
+    grads = [torch.autograd.grad(t.sum(), list(model.parameters())) for t in (fused, plain)]
+    assert rel_err(fused.detach(), plain.detach()) <= 1e-12
+    assert all(rel_err(a, b) <= 1e-12 for a, b in zip(*grads))
+    with model.hooks(fwd_hooks=[("hook_embed", lambda t, hook: t)]):
+        assert not moments.fused_supported(model, draw.x)
+    causal = variant(attention="causal")
+    assert not moments.fused_supported(causal, draw.x) and not kernel_takes(TrainConfig(model=causal.cfg))
+    with pytest.raises(interp.InvalidArgument, match="causal attention is no FULL layer"):
+        causal.blocks[0].attn.matrices()
