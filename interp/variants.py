@@ -25,7 +25,8 @@ The forward runs the parallel forms (the masked-matrix form for causal, retnet a
 decay; delta through the UT transform, (I + diag(β) tril(K Kᵀ, −1)) U = diag(β) V, S_i = Σ_{j≤i} u_j k_jᵀ, Yang et al.
 2024). With no hook registered (training, evaluation) it takes the hook-free path, `VariantTransformer._forward_fast`:
 the same function in fewer, larger products (the query as the masked matrix's last row, gated's decay factored as
-gla's, the last layer's query row alone), 1.1-1.8x faster a training step (experiments/results/bench_train.md).
+gla's, causal, retnet, gated and softmax through the merged W_Qᵀ W_K and W_O W_V, the last layer's query row alone),
+1.2-2.4x faster a training step (experiments/results/bench_train.md).
 `reference_stream` writes every recurrence out token by token, and the tests hold both paths, and the hook-free path's
 gradients, to it. qkv, FULL in other weights, trains on the kernel's fused pass for FULL through its merged maps
 (`FamilyAttention.matrices`, read by interp.params.FULL.layer_maps).
@@ -55,6 +56,10 @@ from interp.model import LinearAttention, LinearTransformer, check_generator, ha
 
 LINEAR_FAMILY = ("qkv", "causal", "retnet", "gated", "gla", "delta")  # a state S read by the query: ŷ linear in x_t
 DECAYS = ("retnet", "gated", "gla", "delta")  # the ones that weight context tokens unequally
+# Their scores need q_iᵀ k_j only, and their outputs W_O v_j only: the hook-free path takes them through the merged
+# A = W_Qᵀ W_K and P = W_O W_V (FamilyAttention.fast_update); the others need q, k or v themselves (φ, gla's per-channel
+# decay, delta's K Kᵀ and pseudo-values, qkv's h × h state).
+MERGED = ("causal", "retnet", "gated", "softmax")
 # Initial values of the decay and gate biases: γ = a = α = sigmoid(4) ≈ 0.982 (close to the plain sum the task wants,
 # still learnable), β = sigmoid(0) = 1/2.
 GATE_BIAS_INIT = 4.0
@@ -239,8 +244,9 @@ class FamilyAttention(nn.Module):
         H, h, n = self.W_Q.shape[0], self.W_Q.shape[1], T - 1
         ctx = resid[:, :-1]
 
-        def heads(x: Tensor, W: Tensor) -> Tensor:  # x W_kᵀ per head, [(batch head), pos, h] (a view for one head)
-            return F.linear(x, W.reshape(H * h, D)).view(B, -1, H, h).transpose(1, 2).reshape(B * H, -1, h)
+        def heads(x: Tensor, W: Tensor) -> Tensor:  # x W_kᵀ per head, [(batch head), pos, width] (a view for one head)
+            width = W.shape[1]
+            return F.linear(x, W.reshape(H * width, D)).view(B, -1, H, width).transpose(1, 2).reshape(B * H, -1, width)
 
         def scores(q: Tensor, k: Tensor) -> Tensor:  # q_iᵀ k_j, [(batch head), row, n]
             return (k * q).sum(-1, keepdim=True).transpose(1, 2) if query_only else q @ k.transpose(1, 2)
@@ -249,8 +255,13 @@ class FamilyAttention(nn.Module):
             return (pattern.transpose(1, 2) * v).sum(1, keepdim=True) if query_only else pattern @ v
 
         # (one row: broadcast products; a batch of one-row matrix products is several times slower on the CPU)
-        q = heads(resid[:, -1:] if query_only else resid, self.W_Q)
-        k, v = heads(ctx, self.W_K), heads(ctx, self.W_V)  # the context's keys and values
+        rows = resid[:, -1:] if query_only else resid
+        if self.kind in MERGED:  # q_iᵀ k_j = e_iᵀ (W_Qᵀ W_K) e_j and W_O v_j = (W_O W_V) e_j: two products, not four
+            q = heads(rows, self.W_K.transpose(1, 2) @ self.W_Q)  # e_iᵀ W_Qᵀ W_K per head, [(batch head), row, D]
+            k = v = ctx[:, None].expand(B, H, n, D).reshape(B * H, n, D)  # the context tokens themselves
+            out_map = self.W_O @ self.W_V  # P per head [H, D, D]
+        else:
+            q, k, v, out_map = heads(rows, self.W_Q), heads(ctx, self.W_K), heads(ctx, self.W_V), self.W_O
         # each row's last context position: i for a context token, n − 1 for the query (it reads S_n)
         last = torch.arange(T - q.shape[1], T, device=resid.device).clamp_max(n - 1)
         lower = last[:, None] >= torch.arange(n, device=resid.device)  # [row, n]: j ≤ the row's position
@@ -263,7 +274,7 @@ class FamilyAttention(nn.Module):
         elif self.kind == "qkv":  # o_iᵀ = q_iᵀ Σ_j k_j v_jᵀ = (S_n q_i)ᵀ: the state form, h × h
             kv = k.transpose(1, 2) @ v
             o = (q.transpose(1, 2) * kv).sum(1, keepdim=True) if query_only else q @ kv
-            return self._out(o, B, H, h, D)
+            return self._out(o, out_map)
         elif self.kind in ("gla", "gated") and self._factors(b := self._log_decay(ctx)):
             b_rows = b[:, -1:] if query_only else torch.cat([b, b[:, -1:]], dim=1)  # b at each row's last position
             pattern = scores(q * b_rows.exp(), k * (-b).exp()) * lower  # Σ_c q_i[c] k_j[c] e^{b_i − b_j}[c]
@@ -278,12 +289,15 @@ class FamilyAttention(nn.Module):
                 )
             weights = self._row_weights(ctx, last, lower)
             pattern = (scores(q, k).view(B, H, -1, n) * weights).view(B * H, -1, n)
-        return self._out(mix(pattern, v), B, H, h, D)
+        return self._out(mix(pattern, v), out_map)
 
-    def _out(self, o: Float[Tensor, "BH row h"], B: int, H: int, h: int, D: int) -> Float[Tensor, "B row D"]:
-        """Σ_k W_O,k o_i,k: the heads' outputs through W_O, summed, in one product."""
-        o = o.view(B, H, -1, h).transpose(1, 2).reshape(B, -1, H * h)
-        return F.linear(o, self.W_O.transpose(0, 1).reshape(D, H * h))
+    @staticmethod
+    def _out(o: Float[Tensor, "BH row w"], out_map: Float[Tensor, "H D w"]) -> Float[Tensor, "B row D"]:
+        """Σ_k M_k o_i,k (M = W_O, or P = W_O W_V where o mixes the tokens themselves): the heads' outputs mapped and
+        summed in one product."""
+        H, D, w = out_map.shape
+        o = o.view(-1, H, o.shape[1], w).transpose(1, 2).reshape(o.shape[0] // H, -1, H * w)
+        return F.linear(o, out_map.transpose(0, 1).reshape(D, H * w))
 
     def _log_decay(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "BH n c"]:
         """b_j = Σ_{m≤j} log α_m per (batch, head): gla's per channel (c = h), gated's a_m (c = 1). While every
