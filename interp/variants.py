@@ -56,9 +56,10 @@ from interp.model import LinearAttention, LinearTransformer, check_generator, ha
 
 LINEAR_FAMILY = ("qkv", "causal", "retnet", "gated", "gla", "delta")  # a state S read by the query: ŷ linear in x_t
 DECAYS = ("retnet", "gated", "gla", "delta")  # the ones that weight context tokens unequally
-# Their scores need q_iᵀ k_j only, and their outputs W_O v_j only: the hook-free path takes them through the merged
-# A = W_Qᵀ W_K and P = W_O W_V (FamilyAttention.fast_update); the others need q, k or v themselves (φ, gla's per-channel
-# decay, delta's K Kᵀ and pseudo-values, qkv's h × h state).
+# Their scores need q_iᵀ k_j only: the hook-free path (FamilyAttention.fast_update) takes them through the merged
+# W_Qᵀ W_K; the others need q and k themselves (φ, gla's per-channel decay, delta's K Kᵀ, qkv's h × h state). Every
+# output but qkv's is W_O v_j = P e_j summed with weights (delta's pseudo-values too: U = U' W_Vᵀ, U' solved from the
+# tokens), so all of those run on P = W_O W_V.
 MERGED = ("causal", "retnet", "gated", "softmax")
 # Initial values of the decay and gate biases: γ = a = α = sigmoid(4) ≈ 0.982 (close to the plain sum the task wants,
 # still learnable), β = sigmoid(0) = 1/2.
@@ -256,12 +257,14 @@ class FamilyAttention(nn.Module):
 
         # (one row: broadcast products; a batch of one-row matrix products is several times slower on the CPU)
         rows = resid[:, -1:] if query_only else resid
-        if self.kind in MERGED:  # q_iᵀ k_j = e_iᵀ (W_Qᵀ W_K) e_j and W_O v_j = (W_O W_V) e_j: two products, not four
-            q = heads(rows, self.W_K.transpose(1, 2) @ self.W_Q)  # e_iᵀ W_Qᵀ W_K per head, [(batch head), row, D]
-            k = v = ctx[:, None].expand(B, H, n, D).reshape(B * H, n, D)  # the context tokens themselves
-            out_map = self.W_O @ self.W_V  # P per head [H, D, D]
-        else:
+        if self.kind == "qkv":  # its h × h state needs k and v themselves
             q, k, v, out_map = heads(rows, self.W_Q), heads(ctx, self.W_K), heads(ctx, self.W_V), self.W_O
+        else:  # W_O v_j = (W_O W_V) e_j: mix the context tokens themselves, then P = W_O W_V
+            v, out_map = ctx[:, None].expand(B, H, n, D).reshape(B * H, n, D), self.W_O @ self.W_V
+            if self.kind in MERGED:  # and q_iᵀ k_j = e_iᵀ (W_Qᵀ W_K) e_j: two products of the stream, not four
+                q, k = heads(rows, self.W_K.transpose(1, 2) @ self.W_Q), v  # e_iᵀ W_Qᵀ W_K per head, [BH, row, D]
+            else:
+                q, k = heads(rows, self.W_Q), heads(ctx, self.W_K)
         # each row's last context position: i for a context token, n − 1 for the query (it reads S_n)
         last = torch.arange(T - q.shape[1], T, device=resid.device).clamp_max(n - 1)
         lower = last[:, None] >= torch.arange(n, device=resid.device)  # [row, n]: j ≤ the row's position
@@ -281,7 +284,7 @@ class FamilyAttention(nn.Module):
         elif self.kind == "gla":  # a strong decay: only the hooked forward's scan is exact
             return None
         else:
-            if self.kind == "delta":  # the UT transform: (I + diag(β) tril(K Kᵀ, −1)) U = diag(β) V
+            if self.kind == "delta":  # the UT transform: (I + diag(β) tril(K Kᵀ, −1)) U' = diag(β) E, U = U' W_Vᵀ
                 beta = self.betas(ctx).reshape(B * H, n, 1)
                 # a unit lower-triangular solve reads only the strictly lower part: no tril, no I (nor their backward)
                 v = torch.linalg.solve_triangular(
