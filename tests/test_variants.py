@@ -293,15 +293,19 @@ def test_legacy_variant_files_load_as_the_same_function(path):
 
 
 # ---------------------------------------------------------------------------- the one trainer
-def tiny(attention="gla", **over) -> TrainConfig:
-    model = ModelConfig(d=3, n_layers=2, attention=attention, mlp="quadratic", mlp_width=4, head_width=3)
+def tiny(attention="gla", mlp="quadratic", **over) -> TrainConfig:
+    model = ModelConfig(d=3, n_layers=2, attention=attention, mlp=mlp, mlp_width=4, head_width=3)
     return TrainConfig(model=model, noise="uniform:1", n=6, batch=64, steps=over.pop("steps", 30), resume_every=10,
                        n_checkpoints=5, seed=2, **over)  # fmt: skip
 
 
-@pytest.mark.parametrize("attention", ["retnet", "delta", "softmax"])
-def test_a_family_run_trains_and_loads_like_any_model(tmp_path, attention):
-    cfg = tiny(attention, steps=200, lr=3e-2, log_every=20)
+@pytest.mark.parametrize("attention, mlp", [("retnet", "quadratic"), ("delta", "quadratic"), ("softmax", "quadratic"),
+                                           ("qkv", "none")])  # fmt: skip
+def test_a_family_run_trains_and_loads_like_any_model(tmp_path, attention, mlp):
+    """qkv without an FFN trains on FULL's fused kernel pass where the kernel trains (its run records the path)."""
+    from interp import moments
+
+    cfg = tiny(attention, mlp, steps=200, lr=3e-2, log_every=20)
     result = train(cfg, tmp_path / "run", progress=False)
     rows = Run(tmp_path / "run").read_metrics()
     assert rows[-1]["loss"] < 0.7 * rows[0]["loss"], (rows[0], rows[-1])  # measured 0.33-0.64
@@ -312,6 +316,8 @@ def test_a_family_run_trains_and_loads_like_any_model(tmp_path, attention):
     with torch.no_grad():
         assert torch.equal(model(batch.tokens.float()), result.model(batch.tokens.float()))
     assert interp.adjusted_loss(model, interp.EvalSet("uniform:1", d=3, n=6, n_seq=256)).mean < 2.0
+    on_kernel = cfg.model.merges_to_full and moments.kernel_choice().train
+    assert Run(tmp_path / "run").trained_on()[-1]["path"].startswith("kernel") == on_kernel
 
 
 class _Killed(Exception):
