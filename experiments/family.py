@@ -34,6 +34,7 @@ from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses
 from interp.files import atomic_write_text
 from interp.probes.readout import readout_summary
+from interp.probes.summary import sigma_groups
 from interp.render import markdown
 from interp.report import data as report_data
 from interp.run import Run, load
@@ -89,6 +90,11 @@ def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAM
     for a in zoo:
         if a in diffs:
             out[f"vs_{a}"] = _estimate(diffs[best] - diffs[a])  # paired, per sequence
+    if "full" in diffs:  # the same pairing within each σ group: where, in noise, a variant gains or loses on FULL
+        sigma = torch.cat([b.sigma for b in on_task.batches()])  # the evaluation's sequences, in its order
+        centres, masks = sigma_groups(sigma, SIGMA_GROUPS)
+        gap = diffs[best] - diffs["full"]
+        out["vs_full_by_sigma"] = {"sigma": centres.tolist(), "diff": [_estimate(gap[m]) for m in masks]}
     model = models[best]
     batch = on_task.replace(n_seq=PROBE_SEQ, seed=1).draw()
     out |= readout_summary(model, batch.tokens, batch.sigma)
@@ -124,6 +130,9 @@ def render(cells: dict, meta: dict) -> str:
     text += ["", markdown(head, rows) if rows else "No run of the grid is complete yet.", ""]
     if rows:
         text += ["## Per layer", "", PER_LAYER, "", markdown(*per_layer(cells)), ""]
+    sigma_tables = by_sigma(cells)
+    if sigma_tables:
+        text += ["## Against FULL by σ", "", BY_SIGMA, "", *sigma_tables]
     deep = near_full(cells, DEEPEST)
     if deep:
         text += [f"## Against FULL-{DEEPEST}", "", AGAINST_FULL, ""]
@@ -131,8 +140,34 @@ def render(cells: dict, meta: dict) -> str:
     return "\n".join(text)
 
 
+SIGMA_GROUPS = 4  # σ groups of the paired difference against FULL: each σ of a categorical prior, else equal bins
+
+
+def by_sigma(cells: dict) -> list[str]:
+    """Markdown: per prior, every cell's best seed minus FULL of its depth within each σ group (mean ± stderr)."""
+    out = []
+    for prior in sorted({k[0] for k in cells}):
+        rows, centres = [], None
+        for (p, name, L), c in sorted(cells.items(), key=lambda kv: (kv[0][2], kv[0][1])):
+            if p != prior or "vs_full_by_sigma" not in c:
+                continue
+            centres = c["vs_full_by_sigma"]["sigma"]
+            rows.append(
+                [name, str(L)] + [f"{e['mean']:+.4f} ± {e['stderr']:.4f}" for e in c["vs_full_by_sigma"]["diff"]]
+            )
+        if rows:
+            out += [f"{prior}:", "", markdown(["variant", "L"] + [f"σ ≈ {s:.2f}" for s in centres], rows), ""]
+    return out
+
+
 DEEPEST = 7  # the grid's deepest models: one seed a cell, three where a variant comes within NEAR_FULL of FULL-7
 NEAR_FULL = 0.10
+BY_SIGMA = (
+    "Each cell's best seed minus the Table 1 zoo's FULL of its depth, paired per sequence, within groups of the "
+    "sequences' noise σ (each σ of a categorical prior; equal-width bins of uniform:5, by their centres): a variant "
+    "that adapts to the noise better than FULL gains most where σ is large or small, one that only fits better gains "
+    "alike. Negative: the variant's loss is lower."
+)
 AGAINST_FULL = (
     f"Each {DEEPEST}-layer cell's best seed over the Table 1 zoo's FULL-{DEEPEST} on the same sequences (its loss over "
     "its loss minus the paired difference), best first. Where a variant comes within 10% of FULL-7 it earns seeds 1 "

@@ -61,7 +61,7 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
 
     grid = tmp_path / "grid.toml"
     grid.write_text(
-        'arch = "full"\nlayers = 1\nbatch = 16\nsteps = 4\nnoise = "uniform:5"\nseeds = [0]\ncheckpoints = 2\n'
+        'arch = "full"\nlayers = 2\nbatch = 16\nsteps = 4\nnoise = "uniform:5"\nseeds = [0]\ncheckpoints = 2\n'
         'attention = ["retnet", "lsa"]\nmlp = ["none", "quadratic"]\nquad = [0.0, 1.0]\n'
         '[[override]]\nwhere = { attention = "retnet", mlp = "quadratic" }\nskip = true\n'
         '[[override]]\nwhere = { attention = "retnet", quad = 1.0 }\nskip = true\n'
@@ -78,7 +78,13 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     assert set(cells) == {"retnet", "lsa_quadratic_quad1"}
     assert cells["retnet"]["ratio_to_bayes"] > 1 and cells["lsa_quadratic_quad1"]["ratio_to_bayes"] is None
     assert max(cells["retnet"]["readout_gap_median"]) < 1e-6 and "token_weights" in cells["retnet"]
-    assert (tmp_path / "zoo" / "uniform5" / "retnet1.safetensors").is_file()
+    assert (tmp_path / "zoo" / "uniform5" / "retnet2.safetensors").is_file()
+    by_sigma = cells["retnet"]["vs_full_by_sigma"]  # paired against the zoo's FULL-2 within 4 σ groups
+    sizes = [e["n_seq"] for e in by_sigma["diff"]]
+    assert len(by_sigma["sigma"]) == 4 and sum(sizes) == 500
+    overall = sum(n * e["mean"] for n, e in zip(sizes, by_sigma["diff"])) / 500
+    assert overall == pytest.approx(cells["retnet"]["vs_full"]["mean"], rel=1e-9)
+    assert "## Against FULL by σ" in (out / "variants.md").read_text()
     assert "retnet" in (out / "variants.md").read_text()
     md = out / "variants.md"  # the hand-written answers survive the tables' rewrite
     md.write_text(md.read_text() + "\n## Answers\n\nwritten by hand\n")
@@ -86,7 +92,7 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     text = md.read_text()
     assert text.count("## Answers") == 1 and text.endswith("## Answers\n\nwritten by hand\n") and "| retnet |" in text
     per_layer = text.split("## Per layer")[1]  # retnet's token-weight fit per layer, beside its readout
-    assert per_layer.count("| uniform:5 | retnet | 1 |") == 1 and "| uniform:5 | lsa_quadratic_quad1 | 1 |" in per_layer
+    assert per_layer.count("| uniform:5 | retnet | 2 |") == 1 and "| uniform:5 | lsa_quadratic_quad1 | 2 |" in per_layer
     # interp probe and interp eval take the family's runs: the one readout, each run on its own task
     run = next(p for p in root.iterdir() if "retnet" in p.name)
     quad = next(p for p in root.iterdir() if "quad1" in p.name)
@@ -100,7 +106,7 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     assert retnet["readout"] == want and got_w["residual"] == pytest.approx(want_w["residual"], rel=1e-9)
     assert got_w["by_position"][0] == pytest.approx(want_w["by_position"][0], rel=1e-9, abs=1e-12)
     assert [e["mean"] for e in retnet["loss_per_layer"]] == [e.mean for e in per_layer_loss(model, data)]
-    assert (retnet["family"], retnet["n_layers"], "quad" in retnet) == ("retnet", 1, False)
+    assert (retnet["family"], retnet["n_layers"], "quad" in retnet) == ("retnet", 2, False)
     assert lsa_quad["quad"] == 1.0 and "token_weights" not in lsa_quad["readout"]
     on_task = EvalSet("uniform:5", n_seq=64, seed=0, quad=1.0)
     assert lsa_quad["loss_per_layer"][-1]["mean"] == pytest.approx(per_layer_loss(load(quad), on_task)[-1].mean)
