@@ -11,10 +11,10 @@ from interp.files import CheckpointError
 from interp.report import figures
 from interp.report.data import FAMILY_STUDY, DriftCurves, ReportData, Settings, family_study
 
-VIEWS = ("family_loss", "family_readout", "family_weights")
+VIEWS = ("family_loss", "family_readout", "family_weights", "family_by_sigma")
 
 
-def cell(prior, variant, L, loss, weights=False):
+def cell(prior, variant, L, loss, weights=False, gap=None):
     out = {
         "prior": prior, "variant": variant, "layers": L, "loss": {"mean": loss, "stderr": 0.01 * loss},
         "readout_gap_median": [0.0] + [1e-17 if variant != "softmax" else 1e-3] * L,
@@ -26,15 +26,20 @@ def cell(prior, variant, L, loss, weights=False):
             "by_sigma": [[0.9, 1.1]] * L,
             "residual": [0.01 * (l + 1) for l in range(L)],
         }
+    if gap is not None:  # the paired difference from FULL in two σ groups
+        out["vs_full_by_sigma"] = {
+            "sigma": [1.0, 3.0],
+            "diff": [{"mean": gap, "stderr": 0.01}, {"mean": -gap, "stderr": 0.02}],
+        }
     return out
 
 
 STUDY = {
     "meta": {},
     "cells": [
-        cell("uniform:5", "retnet", 2, 0.3, weights=True),
-        cell("uniform:5", "retnet", 4, 0.1, weights=True),
-        cell("uniform:5", "softmax", 2, 0.5),
+        cell("uniform:5", "retnet", 2, 0.3, weights=True, gap=0.05),
+        cell("uniform:5", "retnet", 4, 0.1, weights=True, gap=0.02),
+        cell("uniform:5", "softmax", 2, 0.5, gap=0.6),
         cell("categorical:1,3", "retnet", 2, 0.25, weights=True),
     ],
 }
@@ -48,8 +53,18 @@ def panels(family):
 def test_every_view_draws_one_panel_per_prior():
     drawn = panels(STUDY)
     assert sorted(p.id for p in drawn) == sorted(
-        f"family-{v}-{p}" for v in ("loss", "readout", "weights") for p in ("uniform5", "cat13")
+        [f"family-{v}-{p}" for v in ("loss", "readout", "weights") for p in ("uniform5", "cat13")]
+        + ["family-sigma-uniform5"]  # only uniform:5's cells hold the paired difference by σ
     )
+    quad = cell("uniform:5", "lsa_quad1", 2, 0.1, gap=0.01) | {"quad": 1.0}
+    by_sigma = next(p.figure for p in panels({"cells": [*STUDY["cells"], quad]}) if p.id == "family-sigma-uniform5")
+    shown = {t.name: (t.line.dash, t.visible, list(t.y)) for t in by_sigma.data}
+    assert shown == {
+        "retnet (L=2)": ("dot", True, [0.05, -0.05]),
+        "retnet (L=4)": ("dash", True, [0.02, -0.02]),
+        "softmax (L=2)": ("dot", "legendonly", [0.6, -0.6]),  # far from FULL: hidden until clicked
+        "lsa_quad1 (L=2)": ("dot", "legendonly", [0.01, -0.01]),  # on the quadratic task: hidden too
+    }
     backwards = [p.id for p in panels({"cells": STUDY["cells"][::-1]}) if p.id.startswith("family-loss")]
     assert backwards == ["family-loss-uniform5", "family-loss-cat13"]  # Table 1's column order, as the other views
     loss = next(p.figure for p in drawn if p.id == "family-loss-uniform5")

@@ -12,7 +12,7 @@ import, in the order of the modules imported here, which is the order of the rep
 - `variants`: the variants study (FFN, softmax and kernel attention) beside the models: each layer's distance from
   Theorem 4.1's implicit linear model, loss vs layers;
 - `family`: the linear-attention family study beside the models: loss vs layers per variant, each layer's readout gap,
-  the gates' token weights against position and σ;
+  the gates' token weights against position and σ, each variant against FULL by σ;
 - `training`: training and drift curves.
 """
 
@@ -43,7 +43,7 @@ from interp.report.figures.variants import variants_linearity, variants_loss
 
 # isort: split
 # (the family views after the variants study's, in the same section)
-from interp.report.figures.family import family_loss, family_readout, family_weights
+from interp.report.figures.family import family_by_sigma, family_loss, family_readout, family_weights
 
 # isort: split
 # (the training views register last: their section is the report's last)
@@ -59,6 +59,7 @@ __all__ = [
     "View",
     "after_k_layers",
     "drift",
+    "family_by_sigma",
     "family_loss",
     "family_readout",
     "family_weights",

@@ -1,5 +1,6 @@
 """The linear-attention family side by side (experiments/family.py, docs/variants.md): adjusted loss against layers per
-variant, each layer's readout gap, and the gates' token weights ω_j against position and σ. Drawn only where the
+variant, each layer's readout gap, the gates' token weights ω_j against position and σ, and each variant's paired
+difference from FULL by σ. Drawn only where the
 report's models sit beside a family study (<their folder's parent>/family/summary.json: interp.report.data)."""
 
 from __future__ import annotations
@@ -137,4 +138,45 @@ def family_weights(data: ReportData, item) -> go.Figure:
             )  # fmt: skip
     _axes(fig, "position j", "ω_j", row=1, col=1)
     _axes(fig, "σ", "mean ω", row=1, col=2)
+    return fig
+
+
+SHOWN_GAP = 0.3  # a cell further than this from FULL somewhere (softmax, the kernels) starts hidden, as the quad task's
+DASH = {2: "dot", 4: "dash"}  # the depth of a cell by its line: deeper ones solid
+
+
+@view(
+    lambda data, item: f"family-sigma-{prior_slug(item[0])}",
+    lambda data, item: f"The linear-attention family on {item[0]}: where in noise each variant gains or loses on FULL",
+    section="probes",
+    height=440,
+    probed=False,
+    each=lambda data: [(p, cs) for p, cs in _priors(data) if any("vs_full_by_sigma" in c for c in cs)],
+    caption=(
+        "Each cell's best seed minus the Table 1 zoo's FULL of its depth, paired per sequence, within groups of the "
+        "sequences' noise σ (each σ of a categorical prior, else four equal bins, at their centres), ± one standard "
+        "error; below 0 the variant's loss is lower. Dotted: 2 layers, dashed: 4, solid: 7. A variant that only fits "
+        "better gains alike at every σ; one that adapts to the noise gains at the ends. Cells that differ from FULL "
+        "by more than 0.3 somewhere (softmax, the kernels) and those of the quadratic task start hidden: click the "
+        "legend."
+    ),
+)
+def family_by_sigma(data: ReportData, item) -> go.Figure:
+    _, cells = item
+    colors, fig = _colors(cells), go.Figure()
+    rows = sorted((c for c in cells if "vs_full_by_sigma" in c), key=lambda c: (c["variant"], c["layers"]))
+    for c in rows:
+        by, name = c["vs_full_by_sigma"], f"{c['variant']} (L={c['layers']})"
+        means = [e["mean"] for e in by["diff"]]
+        fig.add_trace(
+            go.Scatter(
+                x=by["sigma"], y=means, mode="lines+markers", name=name,
+                error_y=dict(type="data", array=[e["stderr"] for e in by["diff"]], visible=True),
+                line=dict(color=colors[c["variant"]], dash=DASH.get(c["layers"], "solid")),
+                visible=True if max(abs(m) for m in means) <= SHOWN_GAP and not c.get("quad") else "legendonly",
+                hovertemplate=f"{name}: σ ≈ %{{x:.2f}}, − FULL = %{{y:+.4f}}<extra></extra>",
+            )
+        )  # fmt: skip
+    fig.add_hline(y=0, line=dict(color="#888", width=1))
+    _axes(fig, "σ", "adjusted loss − FULL's (paired)")
     return fig
