@@ -34,11 +34,10 @@ from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses
 from interp.files import atomic_write_text
 from interp.probes.readout import readout_summary
-from interp.probes.summary import sigma_groups
 from interp.render import markdown
 from interp.report import data as report_data
 from interp.run import Run, load
-from interp.tasks import prior_slug
+from interp.tasks import prior_slug, sigma_groups
 from interp.variants import cell_name
 
 ROOT = Path(__file__).resolve().parent.parent

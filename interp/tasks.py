@@ -135,6 +135,17 @@ def as_prior(noise: "str | NoisePrior") -> NoisePrior:
     return noise if isinstance(noise, NoisePrior) else NoisePrior.parse(noise)
 
 
+def sigma_groups(sigma: Tensor, n_bins: int) -> tuple[Tensor, list[Tensor]]:
+    """Groups of sequences by their noise σ [batch]: (centres, member masks), each distinct σ when there are at most
+    n_bins (a categorical prior: no empty group), else n_bins equal-width bins between the smallest and largest σ."""
+    uniq = sigma.unique()
+    if len(uniq) <= n_bins:
+        return uniq, [sigma == v for v in uniq]
+    edges = torch.linspace(sigma.min().item(), sigma.max().item(), n_bins + 1, dtype=sigma.dtype)
+    idx = torch.bucketize(sigma, edges[1:-1])
+    return (edges[:-1] + edges[1:]) / 2, [idx == i for i in range(n_bins)]
+
+
 def prior_slug(noise: str) -> str:
     """A directory-friendly name for a noise spec: uniform:5 -> uniform5, categorical:1,3 -> cat13."""
     spec = as_prior(noise).spec

@@ -27,6 +27,7 @@ from torch import Tensor
 
 from interp.files import InvalidArgument, InvalidType
 from interp.probes.linearity import layer_linearity
+from interp.tasks import sigma_groups
 from interp.variants import DECAYS, as_float64
 
 
@@ -91,17 +92,11 @@ class TokenWeights:
     sigma: Float[Tensor, "batch"]  # each sequence's noise std (given), for ω against σ
 
     def by_sigma(self, bins: int = 5) -> tuple[Tensor, Tensor]:
-        """(bin centres [bins], mean ω over positions and the sequences whose σ falls in each bin [L, bins]); where
-        the sequences hold at most `bins` distinct σ's (a categorical prior), one group per σ instead (no empty bin)."""
+        """(group centres, mean ω over positions and the sequences of each σ group [L, groups]): interp.tasks'
+        sigma_groups, one group per σ where the sequences hold at most `bins` distinct σ's (a categorical prior)."""
         per_seq = self.omega.mean(-1)  # [L, batch]
-        distinct = torch.unique(self.sigma)
-        if len(distinct) <= bins:
-            return distinct, torch.stack([per_seq[:, self.sigma == s].mean(-1) for s in distinct], dim=-1)
-        lo, hi = float(self.sigma.min()), float(self.sigma.max())
-        edges = torch.linspace(lo, hi + 1e-12, bins + 1, dtype=torch.float64)
-        idx = (torch.bucketize(self.sigma, edges) - 1).clamp(0, bins - 1)
-        means = torch.stack([per_seq[:, idx == b].mean(-1) for b in range(bins)], dim=-1)
-        return (edges[1:] + edges[:-1]) / 2, means
+        centres, masks = sigma_groups(self.sigma, bins)
+        return centres, torch.stack([per_seq[:, m].mean(-1) for m in masks], dim=-1)
 
 
 def token_weights(model, tokens: Float[Tensor, "batch pos D"], sigma: Tensor, iters: int = 50) -> TokenWeights:

@@ -38,7 +38,7 @@ from interp.probes.implicit import as_float64, compare_solvers, gd_iterates, imp
 from interp.probes.preconditioning import Theorem51, is_gdpp, is_noise_free, theorem51
 from interp.probes.schedule import Schedule, block_ablation, block_sizes
 from interp.records import Record
-from interp.tasks import NoisePrior, as_prior
+from interp.tasks import NoisePrior, as_prior, sigma_groups
 from interp.tuning import TuningSet, is_cached, tune_constrr, tuned
 
 SCHEMA_VERSION = 1
@@ -229,16 +229,6 @@ class ProbeResult(Record):
     ablation: DiagAblation | None = None
     schedule: Schedule | None = None  # §5.3's layer schedule (interp.probes.schedule)
     theorem51: Theorem51 | None = None  # GD++ on noise-free sequences only (interp.probes.theorem51)
-
-
-def sigma_groups(sigma: Tensor, n_bins: int) -> tuple[Tensor, list[Tensor]]:
-    """Centers and member masks: each distinct σ when there are at most n_bins, else equal-width bins."""
-    uniq = sigma.unique()
-    if len(uniq) <= n_bins:
-        return uniq, [sigma == v for v in uniq]
-    edges = torch.linspace(sigma.min().item(), sigma.max().item(), n_bins + 1, dtype=sigma.dtype)
-    idx = torch.bucketize(sigma, edges[1:-1])
-    return (edges[:-1] + edges[1:]) / 2, [idx == i for i in range(n_bins)]
 
 
 def by_sigma(values: Tensor, masks: list[Tensor]) -> Tensor:
