@@ -56,11 +56,11 @@ def main(argv=None) -> int:
         setups.append(
             (model_cfg.family_label, cfg, model, params, adam(params, 1e-4), torch.Generator(dev).manual_seed(1))
         )
-    times = {(s[0], hooked): [] for s in setups for hooked in (False, True) if not hooked or s[0] != setups[0][0]}
+    # every model on its own path; each family model also layer by layer (FULL's hooked path is not the trainer's)
+    plan = [(hooked, *s) for i, s in enumerate(setups) for hooked in ((False,) if i == 0 else (False, True))]
+    times = {(label, hooked): [] for hooked, label, *_ in plan}
     for round_ in range(args.steps + 2):  # two warm-up rounds
-        for (label, hooked), cfg, model, params, opt, gen in (
-            (key, *setup[1:]) for setup in setups for key in times if key[0] == setup[0]
-        ):
+        for hooked, label, cfg, model, params, opt, gen in plan:
             with model.hooks(fwd_hooks=[("hook_embed", lambda t, hook: t)] if hooked else []):
                 sync(dev)
                 t = time.perf_counter()

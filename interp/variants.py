@@ -145,19 +145,8 @@ class FamilyAttention(nn.Module):
         """M[i, j]: the weight of v_j k_jᵀ in S_i for context tokens i, j (causal, retnet, gated): 1, γ^{i−j} or
         ∏_{m=j+1..i} a_m on j ≤ i, 0 above the diagonal."""
         B, n, _ = ctx.shape
-        H = self.W_Q.shape[0]
         i = torch.arange(n, device=ctx.device)
-        lower = i[:, None] >= i[None, :]
-        if self.kind == "causal":
-            return lower.to(ctx.dtype).expand(B, H, n, n)
-        if self.kind == "retnet":
-            gamma = self.decay()
-            steps = (i[:, None] - i[None, :]).clamp_min(0).to(ctx.dtype)
-            return (gamma[:, None, None] ** steps * lower).expand(B, H, n, n)  # γ^{i−j}
-        log_a = torch.log(self.gates(ctx))  # gated: [B, H, n]
-        c = log_a.cumsum(-1)
-        diff = (c[..., :, None] - c[..., None, :]).masked_fill(~lower, -math.inf)
-        return diff.exp()  # ∏_{m=j+1..i} a_m = exp(c_i − c_j)
+        return self._row_weights(ctx, i, i[:, None] >= i).expand(B, self.W_Q.shape[0], n, n)
 
     def forward(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch pos H D"]:
         q = self.hook_q(einsum(resid, self.W_Q, "b t c, h k c -> b t h k"))
@@ -240,7 +229,8 @@ class FamilyAttention(nn.Module):
         """Σ_k W_O o_i without hooks, [batch, pos, D] (the heads summed; with `query_only`, [batch, 1, D]: the query's
         row alone, all the last layer's readout needs), or None where only the hooked forward is exact (gla past
         GLA_FACTOR_LIMIT). The causal family's query row joins the masked matrix as row n, reading S_n with the last
-        context token's weights (no S_n is formed); the heads' outputs are summed by one product with W_O."""
+        context token's weights (no S_n is formed); the heads' outputs are summed by one product with W_O (or with
+        P = W_O W_V, where the tokens themselves were mixed)."""
         B, T, D = resid.shape
         H, h, n = self.W_Q.shape[0], self.W_Q.shape[1], T - 1
         ctx = resid[:, :-1]
@@ -290,7 +280,8 @@ class FamilyAttention(nn.Module):
                 v = torch.linalg.solve_triangular(
                     beta * (k @ k.transpose(1, 2)), beta * v, upper=False, unitriangular=True
                 )
-            weights = self._row_weights(ctx, last, lower)
+            c = b.view(B, H, n) if self.kind == "gated" else None  # gated past the limit: its log decay, unfactored
+            weights = self._row_weights(ctx, last, lower, c)
             pattern = (scores(q, k).view(B, H, -1, n) * weights).view(B * H, -1, n)
         return self._out(mix(pattern, v), out_map)
 
@@ -305,7 +296,7 @@ class FamilyAttention(nn.Module):
     def _log_decay(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "BH n c"]:
         """b_j = Σ_{m≤j} log α_m per (batch, head): gla's per channel (c = h), gated's a_m (c = 1). While every
         b_n > −GLA_FACTOR_LIMIT the decay factors, exp(b_i − b_j) = exp(b_i) exp(−b_j) (exact to rounding)."""
-        B, n, _ = ctx.shape
+        n = ctx.shape[1]
         if self.kind == "gated":
             return torch.log(self.gates(ctx)).cumsum(-1).reshape(-1, n, 1)
         return torch.log(self.gates(ctx)).cumsum(1).transpose(1, 2).reshape(-1, n, self.W_Q.shape[1])
@@ -315,15 +306,16 @@ class FamilyAttention(nn.Module):
         """Whether every context's total log decay b_n is above −GLA_FACTOR_LIMIT (the factored form is exact)."""
         return bool((b[:, -1] > -GLA_FACTOR_LIMIT).all())
 
-    def _row_weights(self, ctx: Tensor, last: Tensor, lower: Tensor) -> Tensor:
+    def _row_weights(self, ctx: Tensor, last: Tensor, lower: Tensor, c: Tensor | None = None) -> Tensor:
         """The weight of v_j k_jᵀ in the state row i reads, broadcast to [batch, head, row, n]: 1 (causal, delta),
-        γ^{last_i − j} (retnet) or exp(c_{last_i} − c_j) with c = cumsum log a (gated); 0 for j > last_i."""
+        γ^{last_i − j} (retnet) or ∏_{m=j+1..last_i} a_m = exp(c_{last_i} − c_j) with c = cumsum log a [B, H, n]
+        (gated; computed here unless given); 0 for j > last_i."""
         if self.kind in ("causal", "delta"):
             return lower.to(ctx.dtype)
         if self.kind == "retnet":
             steps = (last[:, None] - torch.arange(ctx.shape[1], device=ctx.device)).clamp_min(0).to(ctx.dtype)
             return self.decay()[:, None, None] ** steps * lower  # [head, row, n]
-        c = torch.log(self.gates(ctx)).cumsum(-1)  # gated: [B, H, n]
+        c = torch.log(self.gates(ctx)).cumsum(-1) if c is None else c
         return (c[..., last, None] - c[..., None, :]).masked_fill(~lower, -math.inf).exp()
 
 
