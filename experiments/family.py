@@ -33,7 +33,7 @@ from interp.baselines import Bayes
 from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses
 from interp.files import atomic_write_text
-from interp.probes.readout import readout_summary
+from interp.probes.readout import implied_ridge, jacobian_readout, readout_summary
 from interp.render import markdown
 from interp.report import data as report_data
 from interp.run import Run, load
@@ -97,6 +97,9 @@ def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAM
     model = models[best]
     batch = on_task.replace(n_seq=PROBE_SEQ, seed=1).draw()
     out |= readout_summary(model, batch.tokens, batch.sigma)
+    if "full" in diffs:  # FULL's implied ridge λ on the same probe sequences, for the λ-against-σ table
+        full_w = jacobian_readout(predictors["full"], batch.tokens)
+        out["full_implied_lambda"] = implied_ridge(full_w, batch.tokens, batch.sigma).to_json()
     dest = zoo_out / prior_slug(prior) / f"{cell_name(runs[0].config().model, runs[0].config().quad)}{L}.safetensors"
     dest.parent.mkdir(parents=True, exist_ok=True)
     Run(runs[[r.path.name for r in runs].index(best)].path).export(dest)
@@ -132,6 +135,9 @@ def render(cells: dict, meta: dict) -> str:
     sigma_tables = by_sigma(cells)
     if sigma_tables:
         text += ["## Against FULL by σ", "", BY_SIGMA, "", *sigma_tables]
+    lam_tables = implied_lambda_tables(cells)
+    if lam_tables:
+        text += ["## Implied ridge λ by σ", "", IMPLIED_LAMBDA, "", *lam_tables]
     deep = near_full(cells, DEEPEST)
     if deep:
         text += [f"## Against FULL-{DEEPEST}", "", AGAINST_FULL, ""]
@@ -156,6 +162,41 @@ def by_sigma(cells: dict) -> list[str]:
             )
         if rows:
             out += [f"{prior}:", "", markdown(["variant", "L"] + [f"σ ≈ {s:.2f}" for s in centres], rows), ""]
+    return out
+
+
+IMPLIED_LAMBDA = (
+    "The λ whose ridge solution (Σ + λI)⁻¹α on the raw context is nearest to the last layer's w^L = ∂ŷ/∂x_t "
+    "(interp.probes.readout.implied_ridge), median within each σ group, on the probe sequences; FULL is the Table 1 "
+    "zoo's of the same depth on the same sequences. The Bayes predictor of the prior w ~ N(0, I) is the ridge with "
+    "λ = σ² (no 1/n): a model whose λ follows σ² shrinks as the posterior mean does, one whose λ stays flat takes one "
+    "step whatever the noise. Also the rank correlation of λ with σ over the sequences, and how far w^L is from its "
+    "nearest ridge solution (median relative error). The paper's task only (no _quad cell)."
+)
+
+
+def implied_lambda_tables(cells: dict) -> list[str]:
+    """Markdown: per prior, the last layer's implied ridge λ by σ group of FULL (one row per depth) and of every cell
+    of the paper's task, beside the Bayes ridge's σ²."""
+    out = []
+
+    def fmt(lam: dict) -> list[str]:  # the last layer's λ per σ group, rank correlation, distance from ridge
+        by_group = [f"{v:.3g}" if v is not None else "–" for v in lam["median_by_sigma"][-1]]
+        return by_group + [f"{lam['spearman_sigma'][-1]:.2f}", f"{lam['median_relerr'][-1]:.2g}"]
+
+    for prior in sorted({k[0] for k in cells}):
+        rows, fulls, centres = [], {}, None
+        for (p, name, L), c in sorted(cells.items(), key=lambda kv: (kv[0][2], kv[0][1])):
+            if p != prior or c["quad"] or "implied_lambda" not in c:
+                continue
+            centres = c["implied_lambda"]["sigma"]
+            if "full_implied_lambda" in c and L not in fulls:
+                fulls[L] = ["FULL (zoo)", str(L), *fmt(c["full_implied_lambda"])]
+                rows.append(fulls[L])
+            rows.append([name, str(L), *fmt(c["implied_lambda"])])
+        if rows:
+            head = ["variant", "L"] + [f"σ ≈ {s:.2f} (σ² = {s * s:.3g})" for s in centres]
+            out += [f"{prior}:", "", markdown(head + ["rank corr. with σ", "ridge rel. error"], rows), ""]
     return out
 
 

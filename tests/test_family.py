@@ -85,6 +85,11 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     overall = sum(n * e["mean"] for n, e in zip(sizes, by_sigma["diff"])) / 500
     assert overall == pytest.approx(cells["retnet"]["vs_full"]["mean"], rel=1e-9)
     assert "## Against FULL by σ" in (out / "variants.md").read_text()
+    lam, full_lam = cells["retnet"]["implied_lambda"], cells["retnet"]["full_implied_lambda"]
+    assert len(lam["median_by_sigma"][-1]) == len(full_lam["median_by_sigma"][-1]) == 4
+    assert lam["oracle_by_sigma"] == pytest.approx([s * s for s in lam["sigma"]])
+    table = (out / "variants.md").read_text().split("## Implied ridge λ by σ")[1].split("## ")[0]
+    assert "| FULL (zoo) | 2 |" in table and "| retnet | 2 |" in table and "quad1" not in table
     assert "retnet" in (out / "variants.md").read_text()
     md = out / "variants.md"  # the hand-written answers survive the tables' rewrite
     md.write_text(md.read_text() + "\n## Answers\n\nwritten by hand\n")

@@ -27,6 +27,8 @@ from torch import Tensor
 
 from interp.files import InvalidArgument, InvalidType
 from interp.probes.linearity import layer_linearity
+from interp.probes.summary import ImpliedLambda
+from interp.spectral import SpectralContext
 from interp.tasks import sigma_groups
 from interp.variants import DECAYS, as_float64
 
@@ -129,6 +131,23 @@ def token_weights(model, tokens: Float[Tensor, "batch pos D"], sigma: Tensor, it
     return TokenWeights(torch.stack(gammas), omega, torch.stack(residuals), omega.mean(1), sigma)
 
 
+def implied_ridge(
+    readout: Readout, tokens: Float[Tensor, "batch pos D"], sigma: Tensor, sigma_bins: int = 4
+) -> ImpliedLambda:
+    """Per layer, the λ whose ridge solution (Σ + λI)⁻¹α on the raw context is nearest to w^l
+    (SpectralContext.implied_lambda), summarised against σ: its medians by σ group beside the Bayes ridge's λ = σ²,
+    and its rank correlation with σ. A model whose implied λ rises with σ toward σ² shrinks as the posterior mean
+    does, that is, adapts its step to the noise (Vladymyrov et al. 2024, Lemma 4.4)."""
+    x = _tokens(tokens)
+    sigma = torch.as_tensor(sigma, dtype=torch.float64).reshape(-1)
+    if sigma.shape[0] != x.shape[0]:
+        raise InvalidArgument(f"sigma must give one noise std per sequence ({x.shape[0]}), got {sigma.shape[0]}")
+    ctx = x[:, :-1]
+    stats = SpectralContext.from_stats(ctx.transpose(1, 2) @ ctx, x[:, -1, :-1], ctx.shape[1])  # S⁰ = Σ_i e_i e_iᵀ
+    lam, relerr = stats.implied_lambda(readout.w)
+    return ImpliedLambda.of(lam, relerr, sigma, sigma_bins)
+
+
 def theorem42_cosine(model, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L1 batch"]:
     """|cos| between the context's y slots after l layers, (y_i^l)_{i≤n}, and the quadratic feature (x_i(1)²)_{i≤n} of
     the raw context, per layer and sequence (Theorem 4.2: at most 0.1 for linear layers when n ≫ d, with high
@@ -198,14 +217,16 @@ def readout_summary(
     model, tokens: Float[Tensor, "batch pos D"], sigma: Float[Tensor, "batch"], weight_seq: int = WEIGHT_SEQ
 ) -> dict:
     """What interp reads out of any model of the family (interp.variants), as JSON: per layer l = 0..L the linearity
-    of the layer's token map (interp.probes.linearity), the median readout gap |ŷ^l − ⟨w^l, x_t⟩| and Theorem 4.2's
-    median cosine; for a decay or gate without an FFN, the token weights ω_j of the first `weight_seq` sequences
-    against position and σ (4 bins) with each layer's fit residual; for DeltaNet, w^l against LMS and RLS."""
+    of the layer's token map (interp.probes.linearity), the median readout gap |ŷ^l − ⟨w^l, x_t⟩|, Theorem 4.2's
+    median cosine and the implied ridge λ against σ (`implied_ridge`, 4 σ groups); for a decay or gate without an FFN,
+    the token weights ω_j of the first `weight_seq` sequences against position and σ (4 bins) with each layer's fit
+    residual; for DeltaNet, w^l against LMS and RLS."""
     readout = jacobian_readout(model, tokens)
     out = {
         "linearity": layer_linearity(model, tokens).summary().to_json(),
         "readout_gap_median": readout.gap.median(-1).values.tolist(),
         "theorem42_cosine_median": theorem42_cosine(model, tokens).median(-1).values.tolist(),
+        "implied_lambda": implied_ridge(readout, tokens, sigma).to_json(),
     }
     cfg = model.cfg
     if cfg.attention in DECAYS and cfg.mlp == "none":

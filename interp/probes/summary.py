@@ -87,6 +87,22 @@ class ImpliedLambda(Record):
     median_by_sigma: Vec
     oracle_by_sigma: Vec
 
+    @classmethod
+    def of(cls, lam: Tensor, relerr: Tensor, sigma: Tensor, sigma_bins: int) -> "ImpliedLambda":
+        """From each layer's and sequence's implied λ and its relative error [L+1, batch] (SpectralContext.
+        implied_lambda) and each sequence's σ [batch]: the oracle is the Bayes ridge of the prior w ~ N(0, I),
+        λ = σ² (Vladymyrov et al. 2024, §5; no 1/n)."""
+        sigma = sigma.double()
+        centers, masks = sigma_groups(sigma, sigma_bins)
+        return cls(
+            median=lam.nanmedian(-1).values,
+            median_relerr=relerr.nanmedian(-1).values,
+            spearman_sigma=spearman(lam, sigma),
+            sigma=centers,
+            median_by_sigma=by_sigma(lam, masks),
+            oracle_by_sigma=centers**2,
+        )
+
 
 @dataclass
 class LayerOmegas(Record):
@@ -360,14 +376,7 @@ def probe_model(
             gd_eta_tuned=shared["gd_eta_tuned"],
             gd_eta_match=shared["gd_eta_match"],
         ),
-        implied_lambda=ImpliedLambda(
-            median=c["implied_lambda"].nanmedian(-1).values,
-            median_relerr=c["implied_lambda_relerr"].nanmedian(-1).values,
-            spearman_sigma=spearman(c["implied_lambda"], sigma),
-            sigma=centers,
-            median_by_sigma=by_sigma(c["implied_lambda"], masks),
-            oracle_by_sigma=centers**2,
-        ),
+        implied_lambda=ImpliedLambda.of(c["implied_lambda"], c["implied_lambda_relerr"], sigma, sigma_bins),
         omegas=LayerOmegas(omega_source, list(OMEGA_NAMES), omega),
         lemma44=Lemma44Check(worst["lemma44_recursion_error"], model.arch.has_omegas),
         momentum=MomentumSummary(mean("u_norm"), mean("align"), mean("align_next")),

@@ -12,8 +12,10 @@ import interp
 from interp.config import ModelConfig
 from interp.probes.implicit import implicit_model
 from interp.probes.readout import (
+    Readout,
     TokenWeights,
     delta_vs_online,
+    implied_ridge,
     jacobian_readout,
     rls,
     theorem42_cosine,
@@ -30,6 +32,34 @@ def test_the_jacobian_is_theorem_41s_w_on_full_and_diag(make):
     torch.testing.assert_close(got.w, want.w, rtol=1e-10, atol=1e-12)
     assert float(got.gap.max()) <= 1e-12 * (1 + float(got.pred.abs().max()))
     assert float(want.w[-1].abs().max()) > 1e-2  # not trivially zero
+
+
+def test_implied_ridge_reads_sigma_squared_off_the_bayes_ridge():
+    """A readout whose w is the posterior mean (Σ + σ²I)⁻¹α of each sequence: its implied λ is σ² exactly, per group
+    and per sequence (rank correlation 1 with σ)."""
+    batch = small_batch(batch=64, noise="categorical:0.5,1,2")
+    x, y = batch.x, batch.y
+    sigma2 = batch.sigma.double() ** 2
+    w = torch.linalg.solve(x.mT @ x + sigma2[:, None, None] * torch.eye(4, dtype=torch.float64), (x.mT @ y[..., None]))
+    w = w[..., 0]
+    readout = Readout(torch.stack([torch.zeros_like(w), w]), torch.zeros(2, 64), torch.zeros(2, 64))
+    got = implied_ridge(readout, batch.tokens, batch.sigma, sigma_bins=3)
+    torch.testing.assert_close(got.sigma, torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64))
+    torch.testing.assert_close(got.median_by_sigma[1], got.oracle_by_sigma, rtol=1e-6, atol=0)
+    assert float(got.median_relerr[1]) < 1e-6
+    assert float(got.spearman_sigma[1]) > 0.85  # ties: three σ's among 64 sequences, λ equal within each
+    assert math.isinf(float(got.median[0]))  # w⁰ = 0 is nobody's ridge solution
+
+
+@pytest.mark.parametrize("make", [random_full, random_diag])
+def test_implied_ridge_of_the_jacobian_is_the_probes_of_theorem_41s_w(make):
+    """Two routes to the same λ: the Jacobian readout on the raw tokens, and Theorem 4.1's w^l on the context its
+    recursion reads (interp.probes.implicit, as `interp probe` computes it)."""
+    model, batch = make(), small_batch(batch=32, d=4)
+    got = implied_ridge(jacobian_readout(model, batch.tokens), batch.tokens, batch.sigma)
+    imp = implicit_model(model, batch.tokens)
+    lam, _ = imp.context().implied_lambda(imp.w)
+    torch.testing.assert_close(got.median[1:], lam[1:].nanmedian(-1).values, rtol=1e-6, atol=0)
 
 
 def _random(attention, mlp="none", scale=0.3):
