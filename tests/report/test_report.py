@@ -154,6 +154,7 @@ def test_views_are_registered_in_order():
         "family_readout",
         "family_weights",
         "family_by_sigma",
+        "family_lambda",
         "training_curves",
         "drift",
     ]

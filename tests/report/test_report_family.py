@@ -11,7 +11,13 @@ from interp.files import CheckpointError
 from interp.report import figures
 from interp.report.data import FAMILY_STUDY, DriftCurves, ReportData, Settings, family_study
 
-VIEWS = ("family_loss", "family_readout", "family_weights", "family_by_sigma")
+VIEWS = ("family_loss", "family_readout", "family_weights", "family_by_sigma", "family_lambda")
+
+
+def lam(by_sigma, relerr=0.1):
+    """An implied-ridge record (interp.probes.readout.implied_ridge) whose last layer has these medians by σ."""
+    return {"sigma": [1.0, 3.0], "median_by_sigma": [[None, None], by_sigma], "spearman_sigma": [None, 0.7],
+            "median_relerr": [None, relerr], "oracle_by_sigma": [1.0, 9.0]}  # fmt: skip
 
 
 def cell(prior, variant, L, loss, weights=False, gap=None):
@@ -65,6 +71,26 @@ def test_every_view_draws_one_panel_per_prior():
         "softmax (L=2)": ("dot", "legendonly", [0.6, -0.6]),  # far from FULL: hidden until clicked
         "lsa_quad1 (L=2)": ("dot", "legendonly", [0.01, -0.01]),  # on the quadratic task: hidden too
     }
+    # the implied ridge λ by σ: each cell beside the zoo's FULL of its depth (once per depth) and the Bayes σ²
+    lams = [
+        cell("uniform:5", "retnet", 2, 0.3)
+        | {"implied_lambda": lam([4.0, 6.0]), "full_implied_lambda": lam([3.0, 8.0])},
+        cell("uniform:5", "delta", 2, 0.2)
+        | {"implied_lambda": lam([2.0, 9.0]), "full_implied_lambda": lam([3.0, 8.0])},
+        cell("uniform:5", "softmax", 2, 0.5) | {"implied_lambda": lam([1.0, 1.0], relerr=0.6)},
+        quad | {"implied_lambda": lam([5.0, 5.0])},
+    ]
+    (fig,) = [p.figure for p in panels({"cells": lams}) if p.id.startswith("family-lambda")]
+    curves = {t.name: (t.visible, list(t.y)) for t in fig.data}
+    assert curves == {
+        "FULL (zoo, L=2)": (True, [3.0, 8.0]),
+        "delta (L=2)": (True, [2.0, 9.0]),
+        "retnet (L=2)": (True, [4.0, 6.0]),
+        "softmax (L=2)": ("legendonly", [1.0, 1.0]),  # far from every ridge solution: hidden until clicked
+        "Bayes ridge λ = σ²": (None, curves["Bayes ridge λ = σ²"][1]),
+    }
+    assert curves["Bayes ridge λ = σ²"][1][0] == 1.0 and curves["Bayes ridge λ = σ²"][1][-1] == 9.0
+    assert fig.layout.yaxis.type == "log" and "family-lambda-cat13" not in [p.id for p in panels(STUDY)]
     backwards = [p.id for p in panels({"cells": STUDY["cells"][::-1]}) if p.id.startswith("family-loss")]
     assert backwards == ["family-loss-uniform5", "family-loss-cat13"]  # Table 1's column order, as the other views
     loss = next(p.figure for p in drawn if p.id == "family-loss-uniform5")
@@ -134,6 +160,7 @@ def test_family_runs_given_to_the_report_are_read_by_the_family_views(tmp_path):
     assert rows["retnet1"]["mean"] == cells["retnet"]["loss"]["mean"] and rows["full1"]["paper"] is not None
     html = path.read_text()
     assert 'id="family-loss-uniform1"' in html and 'id="family-weights-uniform1"' in html
+    assert 'id="family-lambda-uniform1"' in html  # the readout's implied ridge λ, with no zoo FULL beside it here
     assert any("1 probed models, 2 of the linear-attention family, 0 records cached" in m for m in logged), logged
     logged.clear()
     _, again = write_report(runs, tmp_path / "r.html", settings, log=logged.append)

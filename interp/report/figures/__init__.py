@@ -43,7 +43,13 @@ from interp.report.figures.variants import variants_linearity, variants_loss
 
 # isort: split
 # (the family views after the variants study's, in the same section)
-from interp.report.figures.family import family_by_sigma, family_loss, family_readout, family_weights
+from interp.report.figures.family import (
+    family_by_sigma,
+    family_lambda,
+    family_loss,
+    family_readout,
+    family_weights,
+)
 
 # isort: split
 # (the training views register last: their section is the report's last)
@@ -60,6 +66,7 @@ __all__ = [
     "after_k_layers",
     "drift",
     "family_by_sigma",
+    "family_lambda",
     "family_loss",
     "family_readout",
     "family_weights",

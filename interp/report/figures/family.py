@@ -1,6 +1,6 @@
 """The linear-attention family side by side (experiments/family.py, docs/variants.md): adjusted loss against layers per
-variant, each layer's readout gap, the gates' token weights ω_j against position and σ, and each variant's paired
-difference from FULL by σ. Drawn only where the
+variant, each layer's readout gap, the gates' token weights ω_j against position and σ, each variant's paired
+difference from FULL by σ and its implied ridge λ by σ. Drawn only where the
 report's models sit beside a family study (<their folder's parent>/family/summary.json: interp.report.data)."""
 
 from __future__ import annotations
@@ -142,6 +142,8 @@ def family_weights(data: ReportData, item) -> go.Figure:
 
 
 SHOWN_GAP = 0.3  # a cell further than this from FULL somewhere (softmax, the kernels) starts hidden, as the quad task's
+
+
 DASH = {2: "dot", 4: "dash"}  # the depth of a cell by its line: deeper ones solid
 
 
@@ -179,4 +181,60 @@ def family_by_sigma(data: ReportData, item) -> go.Figure:
         )  # fmt: skip
     fig.add_hline(y=0, line=dict(color="#888", width=1))
     _axes(fig, "σ", "adjusted loss − FULL's (paired)")
+    return fig
+
+
+def _lambda_cell(cell: dict) -> bool:
+    """A cell of the paper's task with its implied ridge λ (the quadratic task's Bayes predictor is not a ridge)."""
+    return "implied_lambda" in cell and not cell.get("quad")
+
+
+SHOWN_RELERR = 0.3  # a cell whose w^L is further than this from its nearest ridge solution starts hidden
+
+
+@view(
+    lambda data, item: f"family-lambda-{prior_slug(item[0])}",
+    lambda data, item: f"The linear-attention family on {item[0]}: how much each variant shrinks, by noise",
+    section="probes",
+    height=440,
+    probed=False,
+    each=lambda data: [(p, cs) for p, cs in _priors(data) if any(_lambda_cell(c) for c in cs)],
+    caption=(
+        "For each sequence, the λ whose ridge solution (Σ + λI)⁻¹α is nearest to the last layer's w^L = ∂ŷ/∂x_t "
+        "(interp.probes.readout.implied_ridge), median per σ group, log y; grey: the Table 1 zoo's FULL of each depth "
+        "on the same sequences (in a study of experiments/family.py); dashed black: the Bayes ridge's λ = σ². A model "
+        "that adapts its step to the noise follows σ²; one that takes the same step whatever the noise is flat. "
+        "Dotted: 2 layers, dashed: 4, solid: 7. Cells whose w^L is far from every ridge solution (softmax, the "
+        "kernels) start hidden; the quadratic task's cells are left out."
+    ),
+)
+def family_lambda(data: ReportData, item) -> go.Figure:
+    _, cells = item
+    colors, fig = _colors(cells), go.Figure()
+    rows = [c for c in cells if _lambda_cell(c)]
+    fulls = {c["layers"]: c["full_implied_lambda"] for c in rows if "full_implied_lambda" in c}
+    curves = [(f"FULL (zoo, L={L})", lam, "#999999", L, True) for L, lam in sorted(fulls.items())]
+    for c in sorted(rows, key=lambda c: (c["variant"], c["layers"])):
+        lam = c["implied_lambda"]
+        near = lam["median_relerr"][-1] <= SHOWN_RELERR
+        curves.append((f"{c['variant']} (L={c['layers']})", lam, colors[c["variant"]], c["layers"], near))
+    sigma = []
+    for name, lam, color, L, shown in curves:
+        sigma = lam["sigma"]
+        fig.add_trace(
+            go.Scatter(
+                x=lam["sigma"], y=lam["median_by_sigma"][-1], mode="lines+markers", name=name,
+                line=dict(color=color, dash=DASH.get(L, "solid")), visible=True if shown else "legendonly",
+                hovertemplate=f"{name}: σ ≈ %{{x:.2f}}, median implied λ %{{y:.4g}} (rank corr. with σ "
+                f"{lam['spearman_sigma'][-1]:.2f}, ridge rel. error {lam['median_relerr'][-1]:.2g})<extra></extra>",
+            )
+        )  # fmt: skip
+    if sigma:
+        xs = [sigma[0] + i * (sigma[-1] - sigma[0]) / 40 for i in range(41)]
+        fig.add_trace(
+            go.Scatter(x=xs, y=[x * x for x in xs], mode="lines", name="Bayes ridge λ = σ²",
+                       line=dict(color="#1A1A1A", dash="dash", width=1.5),
+                       hovertemplate="λ = σ² = %{y:.4g} at σ = %{x:.3g}<extra></extra>")
+        )  # fmt: skip
+    _axes(fig, "σ", "implied ridge λ (median)", ylog=True)
     return fig
