@@ -145,3 +145,34 @@ def test_the_family_script_names_the_cells_near_full7():
         ("delta", "1.042", "yes"),
         ("causal", "1.250", "no"),
     ]
+
+
+def test_the_ffn_readout_script_sees_a_linear_ffn_and_switches_ffns_off(tmp_path):
+    """experiments/ffn_readout.py on a zoo of one FULL-2 + ReLU FFN whose units pair up (ReLU(z) − ReLU(−z) = z: the
+    linear map B A): the fit is exact, the linearized model is the model, the last FFN off at the context changes
+    nothing (those rows reach no output), and the query's y → y entry is B A's."""
+    from interp.checkpoints import save_checkpoint
+    from interp.variants import build
+    from tests.helpers import experiment_script
+
+    model = build(ModelConfig(d=10, n_layers=2, attention="lsa", mlp="relu", mlp_width=8))
+    g = torch.Generator().manual_seed(0)
+    A, B = 0.2 * torch.randn(4, 11, generator=g), 0.2 * torch.randn(11, 4, generator=g)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.P.copy_(0.01 * torch.randn(block.attn.P.shape, generator=g))
+            block.attn.Q.copy_(0.01 * torch.randn(block.attn.Q.shape, generator=g))
+            block.mlp.W_in.copy_(torch.cat([A, -A])), block.mlp.W_out.copy_(torch.cat([B, -B], dim=1))
+    (tmp_path / "uniform5").mkdir()
+    save_checkpoint(tmp_path / "uniform5" / "lsa_relu2.safetensors", model, step=1)
+    script = experiment_script("ffn_readout")
+    script.main(["--eval-seq", "256", "--zoo", str(tmp_path), "--out", str(tmp_path / "out")])
+    (cell,) = json.loads((tmp_path / "out" / "ffn_readout.json").read_text())["cells"]
+    assert max(cell["ffn_fit"]["query_residual"] + cell["ffn_fit"]["context_residual"]) < 1e-5
+    assert cell["ffn_fit"]["query_scale"] == pytest.approx([float((B @ A)[-1, -1])] * 2, rel=1e-4)
+    rows = cell["rows"]
+    loss = rows["model"]["loss"]["mean"]  # float32 products: the same to rounding
+    assert abs(rows["every FFN linearized"]["vs_model"]["mean"]) < 1e-6 * (1 + abs(loss))
+    assert abs(rows["FFN 2 off at the context"]["vs_model"]["mean"]) < 1e-6 * (1 + abs(loss))
+    assert rows["FFN 2 off at the query"]["vs_model"]["mean"] != 0.0 and "zoo FULL × c" in rows
+    assert "| uniform:5 | lsa_relu2 | 2 | 2 |" in (tmp_path / "out" / "ffn_readout.md").read_text()

@@ -148,6 +148,45 @@ def implied_ridge(
     return ImpliedLambda.of(lam, relerr, sigma, sigma_bins)
 
 
+@dataclass
+class FFNFit:
+    """Each FFN's update fitted, on the tokens it sees, by one linear map of its input (resid_mid), per layer l = 1..L:
+    least squares over the query tokens and, apart, over the context tokens. A ReLU FFN whose units pair up as
+    ReLU(z) − ReLU(−z) = z, or a quadratic one that stays idle, is a linear map in disguise: its residual is small."""
+
+    query_residual: Float[Tensor, "L"]  # ‖mlp_out − resid_mid M‖ / ‖mlp_out‖ at the query (0: exactly linear there)
+    context_residual: Float[Tensor, "L"]  # the same over the context tokens
+    query_scale: Float[Tensor, "L"]  # M's y → y entry at the query: the FFN adds query_scale · y to the query's y slot
+    query_norm: Float[Tensor, "L"]  # median ‖mlp_out‖ at the query over median ‖resid_mid‖: how much the FFN writes
+    query_map: Float[Tensor, "L D D"]  # M at the query: mlp_out ≈ resid_mid @ M
+    context_map: Float[Tensor, "L D D"]  # M over the context tokens
+
+
+def ffn_fit(model, tokens: Float[Tensor, "batch pos D"]) -> FFNFit:
+    """`FFNFit` of a model with an FFN after each attention layer (interp.variants; InvalidArgument without one), from
+    the hooks blocks.{l}.hook_resid_mid and blocks.{l}.hook_mlp_out, in float64."""
+    if getattr(model.cfg, "mlp", "none") == "none":
+        raise InvalidArgument("ffn_fit reads a model with an FFN after each layer (--mlp linear, relu or quadratic)")
+    model = as_float64(model)
+    L = model.cfg.n_layers
+    names = [f"blocks.{l}.hook_{h}" for l in range(L) for h in ("resid_mid", "mlp_out")]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(_tokens(tokens), names_filter=names)
+
+    def fit(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:  # (M, ‖y − xM‖ / ‖y‖)
+        M = torch.linalg.lstsq(x, y).solution
+        return M, (y - x @ M).norm() / y.norm().clamp_min(1e-300)
+
+    q_res, c_res, scale, norm, q_maps, c_maps = [], [], [], [], [], []
+    for l in range(L):
+        mid, out = cache[f"blocks.{l}.hook_resid_mid"], cache[f"blocks.{l}.hook_mlp_out"]
+        M, r = fit(mid[:, -1], out[:, -1])
+        Mc, rc = fit(mid[:, :-1].reshape(-1, mid.shape[-1]), out[:, :-1].reshape(-1, out.shape[-1]))
+        q_res.append(r), c_res.append(rc), q_maps.append(M), c_maps.append(Mc), scale.append(M[-1, -1])
+        norm.append(out[:, -1].norm(dim=-1).median() / mid[:, -1].norm(dim=-1).median().clamp_min(1e-300))
+    return FFNFit(*(torch.stack(v) for v in (q_res, c_res, scale, norm, q_maps, c_maps)))
+
+
 def theorem42_cosine(model, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L1 batch"]:
     """|cos| between the context's y slots after l layers, (y_i^l)_{i≤n}, and the quadratic feature (x_i(1)²)_{i≤n} of
     the raw context, per layer and sequence (Theorem 4.2: at most 0.1 for linear layers when n ≫ d, with high
@@ -220,7 +259,8 @@ def readout_summary(
     of the layer's token map (interp.probes.linearity), the median readout gap |ŷ^l − ⟨w^l, x_t⟩|, Theorem 4.2's
     median cosine and the implied ridge λ against σ (`implied_ridge`, 4 σ groups); for a decay or gate without an FFN,
     the token weights ω_j of the first `weight_seq` sequences against position and σ (4 bins) with each layer's fit
-    residual; for DeltaNet, w^l against LMS and RLS."""
+    residual; with an FFN, how far each FFN is from a linear map of its input (`ffn_fit`); for DeltaNet, w^l against
+    LMS and RLS."""
     readout = jacobian_readout(model, tokens)
     out = {
         "linearity": layer_linearity(model, tokens).summary().to_json(),
@@ -238,6 +278,10 @@ def readout_summary(
             "sigma": centres.tolist(),
             "by_sigma": by_sigma.tolist(),
         }
+    if cfg.mlp != "none":
+        fit = ffn_fit(model, tokens)
+        out["ffn_fit"] = {k: getattr(fit, k).tolist() for k in ("query_residual", "context_residual", "query_scale")}
+        out["ffn_fit"]["query_norm"] = fit.query_norm.tolist()
     if cfg.attention == "delta" and cfg.mlp == "none":
         out["delta_vs_online"] = delta_vs_online(readout, tokens)
     return out

@@ -15,6 +15,7 @@ from interp.probes.readout import (
     Readout,
     TokenWeights,
     delta_vs_online,
+    ffn_fit,
     implied_ridge,
     jacobian_readout,
     rls,
@@ -62,8 +63,41 @@ def test_implied_ridge_of_the_jacobian_is_the_probes_of_theorem_41s_w(make):
     torch.testing.assert_close(got.median[1:], lam[1:].nanmedian(-1).values, rtol=1e-6, atol=0)
 
 
+def test_ffn_fit_sees_a_linear_map_in_paired_relu_units_and_not_in_random_ones():
+    """A linear FFN, and a ReLU FFN whose units pair up (W_in = [A; −A], W_out = [B, −B]: ReLU(z) − ReLU(−z) = z), are
+    the map e ↦ B A e on every token: residual at rounding, the map and its y → y entry recovered; random ReLU units
+    are not; a model without an FFN is refused."""
+    tokens = small_batch(batch=64, d=4).tokens
+    g = torch.Generator().manual_seed(3)
+    A, B = (
+        0.4 * torch.randn(3, 5, generator=g, dtype=torch.float64),
+        0.4 * torch.randn(5, 3, generator=g, dtype=torch.float64),
+    )
+    for mlp in ("linear", "relu"):
+        model = _random("lsa", mlp)
+        with torch.no_grad():
+            for block in model.blocks:
+                m = block.mlp.W_in.shape[0]
+                block.mlp.W_in.zero_(), block.mlp.W_out.zero_()
+                block.mlp.W_in[:3], block.mlp.W_out[:, :3] = A, B
+                if mlp == "relu":
+                    block.mlp.W_in[3:6], block.mlp.W_out[:, 3:6] = -A, -B
+                assert m >= 6
+        fit = ffn_fit(model, tokens)
+        assert float(fit.query_residual.max()) < 1e-10 and float(fit.context_residual.max()) < 1e-10, mlp
+        torch.testing.assert_close(fit.query_map, (B @ A).T.expand(2, 5, 5), rtol=1e-8, atol=1e-10)
+        torch.testing.assert_close(fit.query_scale, (B @ A)[-1, -1].expand(2), rtol=1e-8, atol=1e-10)
+    fit = ffn_fit(_random("lsa", "relu", scale=1.0), tokens)
+    assert float(fit.query_residual.min()) > 0.05 and float(fit.query_norm.min()) > 0.05
+    with pytest.raises(interp.InvalidArgument, match="with an FFN"):
+        ffn_fit(_random("retnet"), tokens)
+
+
 def _random(attention, mlp="none", scale=0.3):
-    model = build(ModelConfig(d=4, n_layers=2, n_heads=2, attention=attention, mlp=mlp, head_width=3, dtype="float64"))
+    width = None if attention == "lsa" else 3
+    model = build(
+        ModelConfig(d=4, n_layers=2, n_heads=2, attention=attention, mlp=mlp, head_width=width, dtype="float64")
+    )
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for p in model.parameters():

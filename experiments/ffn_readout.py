@@ -1,0 +1,223 @@
+"""What the FFN models of the family study compute (issue 52's second question; docs/variants.md):
+
+    OMP_NUM_THREADS=1 python experiments/ffn_readout.py [--eval-seq 50000]
+
+For every FFN cell of experiments/zoo/family (FULL attention with a linear, ReLU or quadratic FFN after each layer, on
+the paper's task and on the quadratic one; the best seed experiments/family.py exported): each FFN fitted by one linear
+map of its input on the tokens it sees (interp.probes.readout.ffn_fit: residual at the query and over the context,
+the y → y entry, how much it writes), then through TransformerLens hooks on the same sequences, paired per sequence:
+the model with each FFN switched off at the query or at the context tokens (blocks.{l}.hook_mlp_out zeroed there),
+and the model with every FFN replaced by its fitted linear maps (the query's map at the query, the context's at the
+context). Beside them the Table 1 zoo's FULL of that depth, and FULL with its prediction rescaled by the one factor
+that fits best (least squares on other sequences): a free output scale, which FULL's parameterization lacks. Adjusted
+loss as Table 1's (a _quad cell: on its own task against the linear oracle ridge), also by σ group. Writes
+experiments/results/ffn_readout.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from interp import kernel
+from interp.evalset import EvalSet
+from interp.evaluate import LossEstimate, adjusted_losses
+from interp.files import atomic_write_text
+from interp.probes.readout import ffn_fit
+from interp.render import markdown
+from interp.report.data import TABLE1_ZOO
+from interp.run import load
+from interp.tasks import prior_slug, sigma_groups
+
+ROOT = Path(__file__).resolve().parent.parent
+FAMILY_ZOO = ROOT / "experiments" / "zoo" / "family"
+RESULTS = ROOT / "experiments" / "results"
+PRIORS = ("uniform:5", "categorical:1,3")
+FFNS = ("linear", "relu", "quadratic")
+FIT_SEQ = 4096  # sequences of the FFN fits and of FULL's output scale (seed 1)
+SIGMA_GROUPS = 4
+
+
+def hooked(model, hooks_for) -> callable:
+    """A predictor batch -> ŷ running `model` with the hooks `hooks_for(store)` returns (store: a dict the hooks
+    share within one forward)."""
+
+    def predict(batch):
+        store = {}
+        with torch.no_grad():
+            return model.run_with_hooks(batch.tokens.to(model.cfg.torch_dtype), fwd_hooks=hooks_for(store))
+
+    return predict
+
+
+def ffn_off(model, layer: int, where: str):
+    """The model with FFN `layer`'s update zeroed at the query ("query") or at the context tokens ("context")."""
+    rows = slice(-1, None) if where == "query" else slice(None, -1)
+
+    def off(act, hook):
+        act = act.clone()
+        act[:, rows] = 0
+        return act
+
+    return hooked(model, lambda store: [(f"blocks.{layer}.hook_mlp_out", off)])
+
+
+def linearized(model, fit):
+    """The model with every FFN replaced by its fitted linear maps: resid_mid @ M (the query's M at the query, the
+    context's at the context tokens)."""
+    dt = model.cfg.torch_dtype
+
+    def hooks_for(store):
+        hooks = []
+        for l in range(model.cfg.n_layers):
+            Mq, Mc = fit.query_map[l].to(dt), fit.context_map[l].to(dt)
+
+            def grab(act, hook, l=l):
+                store[l] = act
+                return act
+
+            def replace(act, hook, l=l, Mq=Mq, Mc=Mc):
+                mid = store[l]
+                return torch.cat([mid[:, :-1] @ Mc, mid[:, -1:] @ Mq], dim=1)
+
+            hooks += [(f"blocks.{l}.hook_resid_mid", grab), (f"blocks.{l}.hook_mlp_out", replace)]
+        return hooks
+
+    return hooked(model, hooks_for)
+
+
+def rescaled(model, fit_batch):
+    """(c, predictor c·ŷ): the one output scale c of least squared error on `fit_batch`."""
+    with torch.no_grad():
+        pred = model(fit_batch.tokens.to(model.cfg.torch_dtype)).double()
+    c = float(pred @ fit_batch.target.double() / (pred @ pred))
+    return c, lambda batch: c * model(batch.tokens.to(model.cfg.torch_dtype)).detach()
+
+
+def measure(path: Path, prior: str, eval_seq: int) -> dict:
+    model = load(path)
+    L, quad = model.cfg.n_layers, 1.0 if "_quad1" in path.stem else 0.0
+    on_task = EvalSet(prior, n_seq=eval_seq, seed=0, quad=quad)
+    probe = on_task.replace(n_seq=FIT_SEQ, seed=1).draw()
+    fit = ffn_fit(model, probe.tokens)
+    predictors = {"model": model, "every FFN linearized": linearized(model, fit)}
+    for l in range(L):
+        for where in ("query", "context"):
+            predictors[f"FFN {l + 1} off at the {where}"] = ffn_off(model, l, where)
+    full_path = ROOT / "experiments" / "zoo" / TABLE1_ZOO / prior_slug(prior) / f"full{L}.safetensors"
+    scale = None
+    if full_path.is_file():
+        full = load(full_path)
+        scale, predictors["zoo FULL × c"] = rescaled(full, probe)
+        predictors["zoo FULL"] = full
+    diffs = adjusted_losses(predictors, on_task)
+    sigma = torch.cat([b.sigma for b in on_task.batches()])
+    centres, masks = sigma_groups(sigma, SIGMA_GROUPS)
+    base = diffs["model"]
+    rows = {
+        name: {
+            "loss": LossEstimate.of(d).to_dict(),
+            "vs_model": LossEstimate.of(d - base).to_dict(),
+            "by_sigma": [LossEstimate.of(d[m] - base[m]).to_dict() for m in masks],
+        }
+        for name, d in diffs.items()
+    }
+    return {
+        "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
+        "prior": prior,
+        "layers": L,
+        "quad": quad,
+        "ffn_fit": {
+            k: getattr(fit, k).tolist() for k in ("query_residual", "context_residual", "query_scale", "query_norm")
+        },
+        "full_scale": scale,
+        "sigma": centres.tolist(),
+        "rows": rows,
+    }
+
+
+def render(cells: list[dict], meta: dict) -> str:
+    text = ["# What the FFN models compute", ""]
+    text.append(
+        f"Written by `OMP_NUM_THREADS=1 python experiments/ffn_readout.py --eval-seq {meta['eval_seq']}` in "
+        f"{meta['wall_s']:.0f} s on {meta['machine']['cpu']} ({meta['machine']['cpu_capability']}, one thread), from "
+        "the best seed of each FFN cell in `experiments/zoo/family` (written by `experiments/family.py`). Adjusted "
+        f"loss on {meta['eval_seq']} sequences (seed 0; a _quad cell on its quadratic task, against the linear oracle "
+        f"ridge); the FFN fits and FULL's output scale on {FIT_SEQ} others (seed 1)."
+    )
+    text += ["", "## Each FFN against one linear map of its input", "", FIT_TEXT, ""]
+    head = ["prior", "cell", "L", "layer", "query residual", "context residual", "y → y at the query", "writes"]
+    rows = []
+    for c in cells:
+        f = c["ffn_fit"]
+        for l in range(c["layers"]):
+            rows.append([
+                c["prior"], Path(c["file"]).stem, str(c["layers"]), str(l + 1), f"{f['query_residual'][l]:.3g}",
+                f"{f['context_residual'][l]:.3g}", f"{f['query_scale'][l]:+.3f}", f"{f['query_norm'][l]:.3g}",
+            ])  # fmt: skip
+    text += [markdown(head, rows), ""]
+    text += ["## Switched off, linearized, and FULL with a free output scale", "", ABLATION_TEXT, ""]
+    for c in cells:
+        text.append(f"{c['prior']}, `{Path(c['file']).stem}`" + (f" (FULL's best scale c = {c['full_scale']:.4f})"
+                    if c["full_scale"] is not None else "") + ":")  # fmt: skip
+        text.append("")
+        head = ["predictor", "adjusted loss", "− the model (paired)"]
+        head += [f"σ ≈ {s:.2f}" for s in c["sigma"]] if not c["quad"] else []
+        rows = []
+        for name, r in c["rows"].items():
+            row = [name, f"{r['loss']['mean']:.4f} ± {r['loss']['stderr']:.4f}"]
+            row.append("–" if name == "model" else f"{r['vs_model']['mean']:+.4f} ± {r['vs_model']['stderr']:.4f}")
+            if not c["quad"]:
+                row += ["–" if name == "model" else f"{e['mean']:+.4f}" for e in r["by_sigma"]]
+            rows.append(row)
+        text += [markdown(head, rows), ""]
+    return "\n".join(text)
+
+
+FIT_TEXT = (
+    "`interp.probes.readout.ffn_fit`: each FFN's update fitted by least squares as resid_mid @ M, at the query and "
+    "over the context tokens apart; the relative residual (0: the FFN is one linear map on the tokens it sees), M's "
+    "y → y entry at the query (the FFN adds that multiple of the query's y slot, −ŷ, to it) and the median norm of "
+    "the FFN's update at the query over that of its input (how much it writes)."
+)
+ABLATION_TEXT = (
+    "Each predictor minus the model, paired per sequence (and within σ groups on the paper's task): the FFN of layer l "
+    "switched off at the query or at the context tokens (blocks.{l}.hook_mlp_out zeroed there); every FFN replaced "
+    "by its fitted linear maps; the Table 1 zoo's FULL of that depth, and that FULL with its prediction multiplied by "
+    "the one factor c of least squared error."
+)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--eval-seq", type=int, default=50_000)
+    ap.add_argument("--zoo", type=Path, default=FAMILY_ZOO)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    cells = []
+    for prior in PRIORS:
+        folder = args.zoo / prior_slug(prior)
+        for path in sorted(folder.glob("lsa_*.safetensors")) if folder.is_dir() else []:
+            if any(path.stem.startswith(f"lsa_{f}") for f in FFNS):
+                cells.append(measure(path, prior, args.eval_seq))
+    meta = {
+        "eval_seq": args.eval_seq,
+        "machine": {"cpu": kernel.cpu_model() or platform.processor(), "cpu_capability": kernel.cpu_capability()},
+        "wall_s": time.perf_counter() - t0,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.out / "ffn_readout.json", json.dumps({"meta": meta, "cells": cells}, indent=1) + "\n")
+    atomic_write_text(args.out / "ffn_readout.md", render(cells, meta) + "\n")
+    print(f"{len(cells)} FFN cells in {meta['wall_s']:.0f} s: {args.out / 'ffn_readout.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
