@@ -172,9 +172,13 @@ def print_family_table(path: str, step, rec: dict) -> None:
         f"sequences of {rec['noise']} (seed {rec['seed']}{task})"
     )
     head = ["l", "adjusted loss", "query lin. resid", "readout gap", "Thm 4.2 |cos|"]
-    weights = r.get("token_weights")
+    weights, ffn, lam = r.get("token_weights"), r.get("ffn_fit"), r.get("implied_lambda")
+    if lam:
+        head += ["implied λ"]
     if weights:
         head += ["ω fit resid", "ω_1", "ω_n"]
+    if ffn:
+        head += ["FFN lin. resid", "FFN y→y", "FFN writes"]
     rows = []
     for l in range(1, rec["n_layers"] + 1):
         row = [
@@ -184,11 +188,19 @@ def print_family_table(path: str, step, rec: dict) -> None:
             _f(r["readout_gap_median"][l], ".1e"),
             _f(r["theorem42_cosine_median"][l], ".3f"),
         ]
+        if lam:
+            row.append(_f(lam["median"][l], ".3g"))
         if weights:
             pos = weights["by_position"][l - 1]
             row += [_f(weights["residual"][l - 1], ".2e"), _f(pos[0]), _f(pos[-1])]
+        if ffn:
+            row += [_f(ffn["query_residual"][l - 1], ".2g"), _f(ffn["query_scale"][l - 1], "+.3f")]
+            row.append(_f(ffn["query_norm"][l - 1], ".2g"))
         rows.append(row)
     print(table(head, rows, left=0))
+    if lam:
+        by = ", ".join(f"{v:.3g} at σ ≈ {s:.2g}" for v, s in zip(lam["median_by_sigma"][-1], lam["sigma"]) if v)
+        print(f"implied ridge λ of the last layer by σ (the Bayes ridge: λ = σ²): {by}")
     if "delta_vs_online" in r:
         dv = r["delta_vs_online"]
         print(
