@@ -23,8 +23,8 @@ def test_the_family_grid_plans_every_variant_with_fulls_budget():
     specs = expand(*load_grid_file(GRID))
     assert not [s.error for s in specs if s.error]
     cells = collections.Counter((s.options["attention"], s.options["mlp"], s.options["quad"]) for s in specs)
-    linear = cells.pop(("lsa", "linear", 0.0))  # the ReLU FFN's control: 2 layers, 2 priors × 3 seeds
-    assert linear == 6 and {s.options["layers"] for s in specs if s.options["mlp"] == "linear"} == {2}
+    linear = cells.pop(("lsa", "linear", 0.0))  # the ReLU FFN's control: 2 and 4 layers, 2 priors × 3 seeds
+    assert linear == 12 and {s.options["layers"] for s in specs if s.options["mlp"] == "linear"} == {2, 4}
     assert len(cells) == 13 and set(cells.values()) == {14}  # 2 priors × (3 seeds at 2 and 4 layers + 1 at 7)
     assert ("lsa", "none", 0.0) not in cells and ("qkv", "quadratic", 0.0) not in cells
     assert {c for c in cells if c[2]} == {("lsa", m, 1.0) for m in ("none", "relu", "quadratic")}
