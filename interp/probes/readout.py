@@ -249,6 +249,9 @@ def delta_vs_online(
     return out
 
 
+# What readout_summary measures, for caches of its records (interp.report's family records): 2 added the implied ridge
+# λ by σ and, with an FFN, ffn_fit
+READOUT_VERSION = 2
 WEIGHT_SEQ = 128  # sequences of the token-weight fit (double backward per input coordinate: the costly probe)
 
 

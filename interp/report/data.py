@@ -45,7 +45,7 @@ from interp.params import Parameterization, of
 from interp.probes.drift import DriftData, drift_record
 from interp.probes.linearity import VariantStudy
 from interp.probes.preconditioning import Theorem51, theorem51
-from interp.probes.readout import readout_summary
+from interp.probes.readout import READOUT_VERSION, readout_summary
 from interp.probes.summary import ProbeResult, probe_model
 from interp.records import Record, jsonable
 from interp.report.pool import Task, run_tasks
@@ -948,7 +948,7 @@ def family_job(entry: Entry, settings: Settings, use_cache: bool = True) -> "Fam
     _, _, digest = load_with_digest(entry.checkpoint)
     key = cache_key(
         digest, _on_prior(entry, settings), kind="report-family", report_version=REPORT_VERSION,
-        settings={"probe_seq": settings.probe_seq},
+        settings={"probe_seq": settings.probe_seq, "readout": READOUT_VERSION},
     )  # fmt: skip
     return _job(
         _cache_path(entry),
