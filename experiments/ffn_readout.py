@@ -1,6 +1,6 @@
 """What the FFN models of the family study compute (issue 52's second question; docs/variants.md):
 
-    OMP_NUM_THREADS=1 python experiments/ffn_readout.py [--eval-seq 50000]
+    OMP_NUM_THREADS=1 python experiments/ffn_readout.py [--eval-seq 50000] [--distill-steps 4000]
 
 For every FFN cell of experiments/zoo/family (FULL attention with a linear, ReLU or quadratic FFN after each layer, on
 the paper's task and on the quadratic one; the best seed experiments/family.py exported): each FFN fitted by one linear
@@ -9,7 +9,8 @@ the y → y entry, how much it writes), then through TransformerLens hooks on th
 the model with each FFN switched off at the query or at the context tokens (blocks.{l}.hook_mlp_out zeroed there),
 and the model with every FFN replaced by its fitted linear maps (the query's map at the query, the context's at the
 context). Beside them the Table 1 zoo's FULL of that depth, and FULL with its prediction rescaled by the one factor
-that fits best (least squares on other sequences): a free output scale, which FULL's parameterization lacks. Adjusted
+that fits best (least squares on other sequences): a free output scale, which FULL's parameterization lacks; and
+FULL distilled from the linear and ReLU FFN models of the paper's task (can FULL compute what they do?). Adjusted
 loss as Table 1's (a _quad cell: on its own task against the linear oracle ridge), also by σ group. Writes
 experiments/results/ffn_readout.md and .json.
 """
@@ -28,11 +29,12 @@ from interp import kernel
 from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses
 from interp.files import atomic_write_text
+from interp.model import LinearTransformer
 from interp.probes.readout import ffn_fit
 from interp.render import markdown
 from interp.report.data import TABLE1_ZOO
 from interp.run import load
-from interp.tasks import prior_slug, sigma_groups
+from interp.tasks import prior_slug, sample_tasks, sigma_groups
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILY_ZOO = ROOT / "experiments" / "zoo" / "family"
@@ -99,7 +101,29 @@ def rescaled(model, fit_batch):
     return c, lambda batch: c * model(batch.tokens.to(model.cfg.torch_dtype)).detach()
 
 
-def measure(path: Path, prior: str, eval_seq: int) -> dict:
+DISTILL_LR = 3e-4
+DISTILL_BATCH = 2048
+
+
+def distilled(teacher, start: LinearTransformer, prior: str, n: int, steps: int, seed: int = 7) -> LinearTransformer:
+    """FULL fitted to the teacher's predictions: Adam on the mean squared difference of ŷ over fresh batches of the
+    prior (n context tokens), from `start` (a copy is trained). Can FULL's parameterization compute what the FFN model
+    computes?"""
+    student = LinearTransformer.from_matrices(start.P.detach().clone(), start.Q.detach().clone())
+    opt = torch.optim.Adam(student.parameters(), lr=DISTILL_LR)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        batch = sample_tasks(DISTILL_BATCH, teacher.cfg.d, n, prior, g)
+        with torch.no_grad():
+            target = teacher(batch.tokens)
+        loss = ((student(batch.tokens) - target) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return student.eval()
+
+
+def measure(path: Path, prior: str, eval_seq: int, distill_steps: int = 0) -> dict:
     model = load(path)
     L, quad = model.cfg.n_layers, 1.0 if "_quad1" in path.stem else 0.0
     on_task = EvalSet(prior, n_seq=eval_seq, seed=0, quad=quad)
@@ -115,6 +139,20 @@ def measure(path: Path, prior: str, eval_seq: int) -> dict:
         full = load(full_path)
         scale, predictors["zoo FULL × c"] = rescaled(full, probe)
         predictors["zoo FULL"] = full
+    mismatch = {}
+    if distill_steps and not quad and model.cfg.mlp in ("linear", "relu"):  # can FULL compute what the FFN model does?
+        own = LinearTransformer.from_matrices(
+            torch.stack([b.attn.P.detach() for b in model.blocks]),
+            torch.stack([b.attn.Q.detach() for b in model.blocks]),
+        )
+        starts = {"its attention": own} | ({"the zoo FULL": predictors["zoo FULL"]} if "zoo FULL" in predictors else {})
+        for start_name, start in starts.items():
+            predictors[f"FULL distilled from {start_name}"] = distilled(model, start, prior, on_task.n, distill_steps)
+        with torch.no_grad():
+            want = model(probe.tokens)
+            for name in ["zoo FULL", *(f"FULL distilled from {k}" for k in starts)]:
+                if name in predictors:
+                    mismatch[name] = float(((predictors[name](probe.tokens) - want) ** 2).mean())
     diffs = adjusted_losses(predictors, on_task)
     sigma = torch.cat([b.sigma for b in on_task.batches()])
     centres, masks = sigma_groups(sigma, SIGMA_GROUPS)
@@ -136,6 +174,7 @@ def measure(path: Path, prior: str, eval_seq: int) -> dict:
             k: getattr(fit, k).tolist() for k in ("query_residual", "context_residual", "query_scale", "query_norm")
         },
         "full_scale": scale,
+        "distill": {"steps": distill_steps, "mismatch": mismatch} if mismatch else None,
         "sigma": centres.tolist(),
         "rows": rows,
     }
@@ -144,7 +183,8 @@ def measure(path: Path, prior: str, eval_seq: int) -> dict:
 def render(cells: list[dict], meta: dict) -> str:
     text = ["# What the FFN models compute", ""]
     text.append(
-        f"Written by `OMP_NUM_THREADS=1 python experiments/ffn_readout.py --eval-seq {meta['eval_seq']}` in "
+        "Written by `OMP_NUM_THREADS=1 python experiments/ffn_readout.py "
+        f"--eval-seq {meta['eval_seq']} --distill-steps {meta['distill_steps']}` in "
         f"{meta['wall_s']:.0f} s on {meta['machine']['cpu']} ({meta['machine']['cpu_capability']}, one thread), from "
         "the best seed of each FFN cell in `experiments/zoo/family` (written by `experiments/family.py`). Adjusted "
         f"loss on {meta['eval_seq']} sequences (seed 0; a _quad cell on its quadratic task, against the linear oracle "
@@ -161,6 +201,17 @@ def render(cells: list[dict], meta: dict) -> str:
                 f"{f['context_residual'][l]:.3g}", f"{f['query_scale'][l]:+.3f}", f"{f['query_norm'][l]:.3g}",
             ])  # fmt: skip
     text += [markdown(head, rows), ""]
+    distils = [c for c in cells if c.get("distill")]
+    if distils:
+        steps = distils[0]["distill"]["steps"]
+        text += ["## Can FULL compute it?", "", DISTILL_TEXT.format(steps=steps, lr=DISTILL_LR), ""]
+        rows = [
+            [c["prior"], Path(c["file"]).stem, name, f"{m:.4g}", f"{c['rows'][name]['loss']['mean']:.4f}",
+             f"{c['rows']['model']['loss']['mean']:.4f}"]
+            for c in distils for name, m in c["distill"]["mismatch"].items()
+        ]  # fmt: skip
+        head = ["prior", "cell", "FULL", "mean (ŷ − ŷ_model)²", "its adjusted loss", "the model's"]
+        text += [markdown(head, rows), ""]
     text += ["## Switched off, linearized, and FULL with a free output scale", "", ABLATION_TEXT, ""]
     for c in cells:
         text.append(f"{c['prior']}, `{Path(c['file']).stem}`" + (f" (FULL's best scale c = {c['full_scale']:.4f})"
@@ -185,6 +236,14 @@ FIT_TEXT = (
     "y → y entry at the query (the FFN adds that multiple of the query's y slot, −ŷ, to it) and the median norm of "
     "the FFN's update at the query over that of its input (how much it writes)."
 )
+DISTILL_TEXT = (
+    "Each FFN cell of the paper's task with a linear or ReLU FFN, distilled into FULL of its depth: {steps} Adam steps "
+    "(lr {lr}) on the mean squared difference from the model's ŷ over fresh batches of the prior, starting from the "
+    "model's own attention maps (its P, Q without the FFNs) or from the Table 1 zoo's FULL; the zoo's FULL itself, "
+    "undistilled, for scale. The mismatch is on the fit sequences (seed 1), the loss on the evaluation's. If FULL "
+    "could compute the FFN model's function, distillation would drive the mismatch toward 0 and the loss to the "
+    "model's."
+)
 ABLATION_TEXT = (
     "Each predictor minus the model, paired per sequence (and within σ groups on the paper's task): the FFN of layer l "
     "switched off at the query or at the context tokens (blocks.{l}.hook_mlp_out zeroed there); every FFN replaced "
@@ -196,6 +255,9 @@ ABLATION_TEXT = (
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eval-seq", type=int, default=50_000)
+    ap.add_argument(
+        "--distill-steps", type=int, default=4000, help="Adam steps distilling each FFN model into FULL (0: none)"
+    )
     ap.add_argument("--zoo", type=Path, default=FAMILY_ZOO)
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
@@ -206,9 +268,10 @@ def main(argv=None) -> int:
         folder = args.zoo / prior_slug(prior)
         for path in sorted(folder.glob("lsa_*.safetensors")) if folder.is_dir() else []:
             if any(path.stem.startswith(f"lsa_{f}") for f in FFNS):
-                cells.append(measure(path, prior, args.eval_seq))
+                cells.append(measure(path, prior, args.eval_seq, args.distill_steps))
     meta = {
         "eval_seq": args.eval_seq,
+        "distill_steps": args.distill_steps,
         "machine": {"cpu": kernel.cpu_model() or platform.processor(), "cpu_capability": kernel.cpu_capability()},
         "wall_s": time.perf_counter() - t0,
     }

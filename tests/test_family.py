@@ -166,7 +166,7 @@ def test_the_ffn_readout_script_sees_a_linear_ffn_and_switches_ffns_off(tmp_path
     (tmp_path / "uniform5").mkdir()
     save_checkpoint(tmp_path / "uniform5" / "lsa_relu2.safetensors", model, step=1)
     script = experiment_script("ffn_readout")
-    script.main(["--eval-seq", "256", "--zoo", str(tmp_path), "--out", str(tmp_path / "out")])
+    script.main(["--eval-seq", "256", "--distill-steps", "3", "--zoo", str(tmp_path), "--out", str(tmp_path / "out")])
     (cell,) = json.loads((tmp_path / "out" / "ffn_readout.json").read_text())["cells"]
     assert max(cell["ffn_fit"]["query_residual"] + cell["ffn_fit"]["context_residual"]) < 1e-5
     assert cell["ffn_fit"]["query_scale"] == pytest.approx([float((B @ A)[-1, -1])] * 2, rel=1e-4)
@@ -176,3 +176,13 @@ def test_the_ffn_readout_script_sees_a_linear_ffn_and_switches_ffns_off(tmp_path
     assert abs(rows["FFN 2 off at the context"]["vs_model"]["mean"]) < 1e-6 * (1 + abs(loss))
     assert rows["FFN 2 off at the query"]["vs_model"]["mean"] != 0.0 and "zoo FULL × c" in rows
     assert "| uniform:5 | lsa_relu2 | 2 | 2 |" in (tmp_path / "out" / "ffn_readout.md").read_text()
+    # FULL distilled from the model (3 steps here), from its own attention maps and from the zoo's FULL
+    assert cell["distill"]["steps"] == 3 and set(cell["distill"]["mismatch"]) == {
+        "zoo FULL",
+        "FULL distilled from its attention",
+        "FULL distilled from the zoo FULL",
+    }
+    assert (
+        "FULL distilled from its attention" in rows
+        and "## Can FULL compute it?" in (tmp_path / "out" / "ffn_readout.md").read_text()
+    )
