@@ -102,6 +102,7 @@ def rescaled(model, fit_batch):
     return c, lambda batch: c * model(batch.tokens.to(model.cfg.torch_dtype)).detach()
 
 
+DIVERGED = 1.0  # a mismatch above this (or nan) is a distillation that diverged, not a fit: ŷ itself is O(1)
 DISTILL_LR = 1e-3  # peak; cosine decay to 0 (a constant 3e-4 left the mismatch noisier than its start on uniform:5)
 DISTILL_BATCH = 2048
 
@@ -209,7 +210,8 @@ def render(cells: list[dict], meta: dict) -> str:
         steps = distils[0]["distill"]["steps"]
         text += ["## Can FULL compute it?", "", DISTILL_TEXT.format(steps=steps, lr=DISTILL_LR), ""]
         rows = [
-            [c["prior"], Path(c["file"]).stem, name, f"{m:.4g}", f"{c['rows'][name]['loss']['mean']:.4f}",
+            [c["prior"], Path(c["file"]).stem, name, f"{m:.4g}" if m <= DIVERGED else f"diverged ({m:.3g})",
+             f"{c['rows'][name]['loss']['mean']:.4f}" if m <= DIVERGED else "–",
              f"{c['rows']['model']['loss']['mean']:.4f}"]
             for c in distils for name, m in c["distill"]["mismatch"].items()
         ]  # fmt: skip
@@ -245,7 +247,8 @@ DISTILL_TEXT = (
     "starting from the model's own attention maps (its P, Q without the FFNs) or from the Table 1 zoo's FULL; the "
     "zoo's FULL itself, undistilled, for scale. The mismatch is on the fit sequences (seed 1), the loss on the "
     "evaluation's. If FULL could compute the FFN model's function, distillation would drive the mismatch toward 0 and "
-    "the loss to the model's."
+    "the loss to the model's. A distillation that diverged (a mismatch above 1, or nan) is marked so: at 4 layers "
+    "the FFN model's attention maps without its FFNs are no working FULL, and Adam at this rate blew up from them."
 )
 ABLATION_TEXT = (
     "Each predictor minus the model, paired per sequence (and within σ groups on the paper's task): the FFN of layer l "
