@@ -23,6 +23,7 @@ import math
 import platform
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -46,7 +47,7 @@ FIT_SEQ = 4096  # sequences of the FFN fits and of FULL's output scale (seed 1)
 SIGMA_GROUPS = 4
 
 
-def hooked(model, hooks_for) -> callable:
+def hooked(model, hooks_for) -> Callable:
     """A predictor batch -> ŷ running `model` with the hooks `hooks_for(store)` returns (store: a dict the hooks
     share within one forward)."""
 
@@ -145,10 +146,8 @@ def measure(path: Path, prior: str, eval_seq: int, distill_steps: int = 0) -> di
         predictors["zoo FULL"] = full
     mismatch = {}
     if distill_steps and not quad and model.cfg.mlp in ("linear", "relu"):  # can FULL compute what the FFN model does?
-        own = LinearTransformer.from_matrices(
-            torch.stack([b.attn.P.detach() for b in model.blocks]),
-            torch.stack([b.attn.Q.detach() for b in model.blocks]),
-        )
+        P, Q = zip(*(b.attn.matrices() for b in model.blocks))  # each layer's (P, Q) [H, D, D], the FFNs left out
+        own = LinearTransformer.from_matrices(torch.stack(P).detach(), torch.stack(Q).detach())
         starts = {"its attention": own} | ({"the zoo FULL": predictors["zoo FULL"]} if "zoo FULL" in predictors else {})
         for start_name, start in starts.items():
             predictors[f"FULL distilled from {start_name}"] = distilled(model, start, prior, on_task.n, distill_steps)

@@ -39,6 +39,14 @@ def _tokens(tokens) -> Tensor:
     return tokens.detach().double()
 
 
+def _sigma(sigma, batch: int) -> Tensor:
+    """Each sequence's noise std as float64 [batch] (InvalidArgument unless there is one per sequence)."""
+    sigma = torch.as_tensor(sigma, dtype=torch.float64).reshape(-1)
+    if sigma.shape[0] != batch:
+        raise InvalidArgument(f"sigma must give one noise std per sequence ({batch}), got {sigma.shape[0]}")
+    return sigma
+
+
 @dataclass
 class Readout:
     """Per layer l = 0..L and sequence: w^l = ∂ŷ^l/∂x_t, ŷ^l, and gap = |ŷ^l − ⟨w^l, x_t⟩| (0 where ŷ^l is linear in
@@ -125,9 +133,7 @@ def token_weights(model, tokens: Float[Tensor, "batch pos D"], sigma: Tensor, it
         gammas.append(gamma)
         omegas.append(omega.reshape(B, n))
     omega = torch.stack(omegas)
-    sigma = torch.as_tensor(sigma, dtype=torch.float64).reshape(-1)
-    if sigma.shape[0] != B:
-        raise InvalidArgument(f"sigma must give one noise std per sequence ({B}), got {sigma.shape[0]}")
+    sigma = _sigma(sigma, B)
     return TokenWeights(torch.stack(gammas), omega, torch.stack(residuals), omega.mean(1), sigma)
 
 
@@ -139,9 +145,7 @@ def implied_ridge(
     and its rank correlation with σ. A model whose implied λ rises with σ toward σ² shrinks as the posterior mean
     does, that is, adapts its step to the noise (Vladymyrov et al. 2024, Lemma 4.4)."""
     x = _tokens(tokens)
-    sigma = torch.as_tensor(sigma, dtype=torch.float64).reshape(-1)
-    if sigma.shape[0] != x.shape[0]:
-        raise InvalidArgument(f"sigma must give one noise std per sequence ({x.shape[0]}), got {sigma.shape[0]}")
+    sigma = _sigma(sigma, x.shape[0])
     ctx = x[:, :-1]
     stats = SpectralContext.from_stats(ctx.transpose(1, 2) @ ctx, x[:, -1, :-1], ctx.shape[1])  # S⁰ = Σ_i e_i e_iᵀ
     lam, relerr = stats.implied_lambda(readout.w)
@@ -165,7 +169,7 @@ class FFNFit:
 def ffn_fit(model, tokens: Float[Tensor, "batch pos D"]) -> FFNFit:
     """`FFNFit` of a model with an FFN after each attention layer (interp.variants; InvalidArgument without one), from
     the hooks blocks.{l}.hook_resid_mid and blocks.{l}.hook_mlp_out, in float64."""
-    if getattr(model.cfg, "mlp", "none") == "none":
+    if model.cfg.mlp == "none":
         raise InvalidArgument("ffn_fit reads a model with an FFN after each layer (--mlp linear, relu or quadratic)")
     model = as_float64(model)
     L = model.cfg.n_layers
@@ -177,14 +181,14 @@ def ffn_fit(model, tokens: Float[Tensor, "batch pos D"]) -> FFNFit:
         M = torch.linalg.lstsq(x, y).solution
         return M, (y - x @ M).norm() / y.norm().clamp_min(1e-300)
 
-    q_res, c_res, scale, norm, q_maps, c_maps = [], [], [], [], [], []
+    per_layer = []  # (query residual, context residual, y → y, writes, query map, context map) of each layer
     for l in range(L):
         mid, out = cache[f"blocks.{l}.hook_resid_mid"], cache[f"blocks.{l}.hook_mlp_out"]
         M, r = fit(mid[:, -1], out[:, -1])
-        Mc, rc = fit(mid[:, :-1].reshape(-1, mid.shape[-1]), out[:, :-1].reshape(-1, out.shape[-1]))
-        q_res.append(r), c_res.append(rc), q_maps.append(M), c_maps.append(Mc), scale.append(M[-1, -1])
-        norm.append(out[:, -1].norm(dim=-1).median() / mid[:, -1].norm(dim=-1).median().clamp_min(1e-300))
-    return FFNFit(*(torch.stack(v) for v in (q_res, c_res, scale, norm, q_maps, c_maps)))
+        Mc, rc = fit(mid[:, :-1].flatten(0, 1), out[:, :-1].flatten(0, 1))
+        writes = out[:, -1].norm(dim=-1).median() / mid[:, -1].norm(dim=-1).median().clamp_min(1e-300)
+        per_layer.append((r, rc, M[-1, -1], writes, M, Mc))
+    return FFNFit(*(torch.stack(v) for v in zip(*per_layer)))
 
 
 def theorem42_cosine(model, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L1 batch"]:
@@ -283,8 +287,8 @@ def readout_summary(
         }
     if cfg.mlp != "none":
         fit = ffn_fit(model, tokens)
-        out["ffn_fit"] = {k: getattr(fit, k).tolist() for k in ("query_residual", "context_residual", "query_scale")}
-        out["ffn_fit"]["query_norm"] = fit.query_norm.tolist()
+        keys = ("query_residual", "context_residual", "query_scale", "query_norm")  # the maps stay out of the JSON
+        out["ffn_fit"] = {k: getattr(fit, k).tolist() for k in keys}
     if cfg.attention == "delta" and cfg.mlp == "none":
         out["delta_vs_online"] = delta_vs_online(readout, tokens)
     return out
