@@ -34,7 +34,7 @@ from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses
 from interp.files import atomic_write_text
 from interp.probes.readout import implied_ridge, jacobian_readout, readout_summary
-from interp.render import markdown
+from interp.render import markdown, number
 from interp.report import data as report_data
 from interp.run import Run, load
 from interp.tasks import prior_slug, sigma_groups
@@ -181,8 +181,8 @@ def implied_lambda_tables(cells: dict) -> list[str]:
     out = []
 
     def fmt(lam: dict) -> list[str]:  # the last layer's λ per σ group, rank correlation, distance from ridge
-        by_group = [f"{v:.3g}" if v is not None else "–" for v in lam["median_by_sigma"][-1]]
-        return by_group + [f"{lam['spearman_sigma'][-1]:.2f}", f"{lam['median_relerr'][-1]:.2g}"]
+        by_group = [number(v, 3) for v in lam["median_by_sigma"][-1]]  # "–" where a σ group has none, or λ is not
+        return by_group + [number(lam["spearman_sigma"][-1], 2), number(lam["median_relerr"][-1], 2)]  # defined
 
     for prior in sorted({k[0] for k in cells}):
         rows, fulls, centres = [], {}, None
@@ -217,12 +217,12 @@ AGAINST_FULL = (
 
 
 def near_full(cells: dict, layers: int) -> list[list[str]]:
-    """Rows (prior, variant, loss, ratio to FULL, within NEAR_FULL) of the cells at `layers` paired against FULL,
-    by prior and ratio: which variants come near, or beat, FULL at that depth."""
+    """Rows (prior, variant, loss, ratio to FULL, within NEAR_FULL) of the paper's task's cells at `layers` paired
+    against FULL, by prior and ratio: which variants come near, or beat, FULL at that depth."""
     out = []
     for (prior, name, L), c in cells.items():
-        if L != layers or "vs_full" not in c:
-            continue
+        if L != layers or "vs_full" not in c or c["quad"]:  # a _quad cell's loss is against the linear oracle ridge
+            continue  # on its own task, where it goes negative: no ratio to FULL's
         loss = c["loss"]["mean"]
         ratio = loss / (loss - c["vs_full"]["mean"])  # ÷ FULL's loss on the same sequences
         out.append((prior, ratio, name, loss))

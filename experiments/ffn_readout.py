@@ -22,6 +22,7 @@ import json
 import math
 import platform
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -37,6 +38,7 @@ from interp.render import markdown
 from interp.report.data import TABLE1_ZOO
 from interp.run import load
 from interp.tasks import prior_slug, sample_tasks, sigma_groups
+from interp.train import GUARD_CAP, adam, autograd_half_squared_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILY_ZOO = ROOT / "experiments" / "zoo" / "family"
@@ -105,27 +107,53 @@ def rescaled(model, fit_batch):
 
 DIVERGED = 1.0  # a mismatch above this (or nan) is a distillation that diverged, not a fit: ŷ itself is O(1)
 DISTILL_LR = 1e-3  # peak; cosine decay to 0 (a constant 3e-4 left the mismatch noisier than its start on uniform:5)
+DISTILL_WARMUP = 0.05  # of the steps: the lr rises linearly to its peak first, as in the trainer's one-cycle
+DISTILL_CLIP = 1.0  # gradient-norm clip, the trainer's default (TrainConfig.clip)
 DISTILL_BATCH = 2048
 
 
-def distilled(teacher, start: LinearTransformer, prior: str, n: int, steps: int, seed: int = 7) -> LinearTransformer:
-    """FULL fitted to the teacher's predictions: Adam on the mean squared difference of ŷ over fresh batches of the
-    prior (n context tokens), from `start` (a copy is trained). Can FULL's parameterization compute what the FFN model
-    computes?"""
+def distill_lr(step: int, steps: int) -> float:
+    """The distillation's lr factor at `step` of `steps`: a linear warm-up over DISTILL_WARMUP of the steps, then a
+    cosine decay to 0."""
+    warm = max(1, round(DISTILL_WARMUP * steps))
+    if step < warm:
+        return (step + 1) / warm
+    return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, steps - warm)))
+
+
+def distilled(
+    teacher, start: LinearTransformer, prior: str, n: int, steps: int, seed: int = 7
+) -> tuple[LinearTransformer, int]:
+    """(FULL fitted to the teacher's predictions, the number of updates the guard skipped): Adam on ½ the squared
+    difference of ŷ over fresh batches of the prior (n context tokens), from `start` (a copy is trained). Can FULL's
+    parameterization compute what the FFN model computes?
+
+    Guarded as the trainer's steps are (interp.train.autograd_half_squared_errors): a deep FULL is a polynomial of
+    degree 3^L in its tokens, and a rare context blows its ŷ up; a sequence whose ½·difference² is not finite is left
+    out, one above GUARD_CAP·d enters through `robust_half_se`, the gradient norm is clipped to DISTILL_CLIP, and an
+    update whose gradient is still not finite is skipped. Unguarded at lr 1e-3, 3 of 6 distillations into FULL-4
+    diverged (session 31)."""
     student = LinearTransformer.from_matrices(start.P.detach().clone(), start.Q.detach().clone())
-    opt = torch.optim.Adam(student.parameters(), lr=DISTILL_LR)
-    decay = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps)))
+    params = list(student.parameters())
+    opt = adam(params, lr=DISTILL_LR)
+    cap, skipped = GUARD_CAP * teacher.cfg.d, 0
     g = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
+    for step in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = DISTILL_LR * distill_lr(step, steps)
         batch = sample_tasks(DISTILL_BATCH, teacher.cfg.d, n, prior, g)
         with torch.no_grad():
             target = teacher(batch.tokens)
-        loss = ((student(batch.tokens) - target) ** 2).mean()
+        terms, per_seq = autograd_half_squared_errors(student, replace(batch, target=target), None, cap)
+        finite = bool(torch.isfinite(per_seq.detach()).any())
         opt.zero_grad()
-        loss.backward()
-        opt.step()
-        decay.step()
-    return student.eval()
+        (terms.sum() / DISTILL_BATCH).backward()
+        norm = torch.nn.utils.clip_grad_norm_(params, DISTILL_CLIP)
+        if finite and bool(torch.isfinite(norm)):
+            opt.step()
+        else:
+            skipped += 1
+    return student.eval(), skipped
 
 
 def measure(path: Path, prior: str, eval_seq: int, distill_steps: int = 0) -> dict:
@@ -144,13 +172,14 @@ def measure(path: Path, prior: str, eval_seq: int, distill_steps: int = 0) -> di
         full = load(full_path)
         scale, predictors["zoo FULL × c"] = rescaled(full, probe)
         predictors["zoo FULL"] = full
-    mismatch = {}
+    mismatch, skipped = {}, {}
     if distill_steps and not quad and model.cfg.mlp in ("linear", "relu"):  # can FULL compute what the FFN model does?
         P, Q = zip(*(b.attn.matrices() for b in model.blocks))  # each layer's (P, Q) [H, D, D], the FFNs left out
         own = LinearTransformer.from_matrices(torch.stack(P).detach(), torch.stack(Q).detach())
         starts = {"its attention": own} | ({"the zoo FULL": predictors["zoo FULL"]} if "zoo FULL" in predictors else {})
         for start_name, start in starts.items():
-            predictors[f"FULL distilled from {start_name}"] = distilled(model, start, prior, on_task.n, distill_steps)
+            student, skipped[start_name] = distilled(model, start, prior, on_task.n, distill_steps)
+            predictors[f"FULL distilled from {start_name}"] = student
         with torch.no_grad():
             want = model(probe.tokens)
             for name in ["zoo FULL", *(f"FULL distilled from {k}" for k in starts)]:
@@ -177,7 +206,7 @@ def measure(path: Path, prior: str, eval_seq: int, distill_steps: int = 0) -> di
             k: getattr(fit, k).tolist() for k in ("query_residual", "context_residual", "query_scale", "query_norm")
         },
         "full_scale": scale,
-        "distill": {"steps": distill_steps, "mismatch": mismatch} if mismatch else None,
+        "distill": {"steps": distill_steps, "mismatch": mismatch, "skipped": skipped} if mismatch else None,
         "sigma": centres.tolist(),
         "rows": rows,
     }
@@ -207,14 +236,20 @@ def render(cells: list[dict], meta: dict) -> str:
     distils = [c for c in cells if c.get("distill")]
     if distils:
         steps = distils[0]["distill"]["steps"]
-        text += ["## Can FULL compute it?", "", DISTILL_TEXT.format(steps=steps, lr=DISTILL_LR), ""]
+        text += [
+            "## Can FULL compute it?",
+            "",
+            DISTILL_TEXT.format(steps=steps, lr=DISTILL_LR, warm=DISTILL_WARMUP, clip=DISTILL_CLIP),
+            "",
+        ]
         rows = [
             [c["prior"], Path(c["file"]).stem, name, f"{m:.4g}" if m <= DIVERGED else f"diverged ({m:.3g})",
              f"{c['rows'][name]['loss']['mean']:.4f}" if m <= DIVERGED else "–",
-             f"{c['rows']['model']['loss']['mean']:.4f}"]
+             f"{c['rows']['model']['loss']['mean']:.4f}",
+             str(c["distill"].get("skipped", {}).get(name.removeprefix("FULL distilled from "), "–"))]
             for c in distils for name, m in c["distill"]["mismatch"].items()
         ]  # fmt: skip
-        head = ["prior", "cell", "FULL", "mean (ŷ − ŷ_model)²", "its adjusted loss", "the model's"]
+        head = ["prior", "cell", "FULL", "mean (ŷ − ŷ_model)²", "its adjusted loss", "the model's", "updates skipped"]
         text += [markdown(head, rows), ""]
     text += ["## Switched off, linearized, and FULL with a free output scale", "", ABLATION_TEXT, ""]
     for c in cells:
@@ -224,7 +259,11 @@ def render(cells: list[dict], meta: dict) -> str:
         head = ["predictor", "adjusted loss", "− the model (paired)"]
         head += [f"σ ≈ {s:.2f}" for s in c["sigma"]] if not c["quad"] else []
         rows = []
+        mismatch = (c.get("distill") or {}).get("mismatch", {})
         for name, r in c["rows"].items():
+            if not mismatch.get(name, 0.0) <= DIVERGED:  # nan too
+                rows.append([name, "diverged", "–"] + ["–" for _ in c["sigma"] if not c["quad"]])
+                continue
             row = [name, f"{r['loss']['mean']:.4f} ± {r['loss']['stderr']:.4f}"]
             row.append("–" if name == "model" else f"{r['vs_model']['mean']:+.4f} ± {r['vs_model']['stderr']:.4f}")
             if not c["quad"]:
@@ -242,12 +281,14 @@ FIT_TEXT = (
 )
 DISTILL_TEXT = (
     "Each FFN cell of the paper's task with a linear or ReLU FFN, distilled into FULL of its depth: {steps} Adam steps "
-    "(lr {lr}, cosine decay to 0) on the mean squared difference from the model's ŷ over fresh batches of the prior, "
-    "starting from the model's own attention maps (its P, Q without the FFNs) or from the Table 1 zoo's FULL; the "
-    "zoo's FULL itself, undistilled, for scale. The mismatch is on the fit sequences (seed 1), the loss on the "
-    "evaluation's. If FULL could compute the FFN model's function, distillation would drive the mismatch toward 0 and "
-    "the loss to the model's. A distillation that diverged (a mismatch above 1, or nan) is marked so: at 4 layers "
-    "the FFN model's attention maps without its FFNs are no working FULL, and Adam at this rate blew up from them."
+    "(lr {lr}, a linear warm-up over the first {warm:.0%} and a cosine decay to 0) on ½ the squared difference from "
+    "the model's ŷ over fresh batches of the prior, starting from the model's own attention maps (its P, Q without "
+    "the FFNs) or from the Table 1 zoo's FULL; the zoo's FULL itself, undistilled, for scale. The steps are guarded "
+    "as the trainer's: a sequence whose difference is not finite is left out, one above 100·d is compressed "
+    "logarithmically (interp.train.robust_half_se), the gradient norm is clipped to {clip}, and an update whose "
+    "gradient is not finite is skipped (counted below). The mismatch is on the fit sequences (seed 1), the loss on "
+    "the evaluation's. If FULL could compute the FFN model's function, distillation would drive the mismatch toward 0 "
+    "and the loss to the model's. A distillation that still diverged (a mismatch above 1, or nan) is marked so."
 )
 ABLATION_TEXT = (
     "Each predictor minus the model, paired per sequence (and within σ groups on the paper's task): the FFN of layer l "

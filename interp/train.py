@@ -130,13 +130,15 @@ def _loss(model: LinearTransformer, cfg: TrainConfig, gen: torch.Generator) -> t
 
 def _loss_terms(model: LinearTransformer, draw, weight, cap: float | None) -> tuple[torch.Tensor, ...]:
     """(loss terms, ℓ) of a task draw: the kernel's fused training pass where it takes the model (the same loss, one
-    pass), else the model's forward and autograd (`_half_squared_errors`)."""
+    pass), else the model's forward and autograd (`autograd_half_squared_errors`)."""
     if moments.fused_supported(model, draw.x) and not draw.quad:  # the kernel forms the paper's labels only
         return moments.half_squared_errors(model, draw, weight, cap)
-    return _half_squared_errors(model, draw.batch(), weight, cap)
+    return autograd_half_squared_errors(model, draw.batch(), weight, cap)
 
 
-def _half_squared_errors(model: LinearTransformer, batch, weight, cap: float | None) -> tuple[torch.Tensor, ...]:
+def autograd_half_squared_errors(
+    model: LinearTransformer, batch, weight, cap: float | None
+) -> tuple[torch.Tensor, ...]:
     """(loss terms, ℓ) as interp.moments.half_squared_errors gives them, from the model's forward and autograd:
     ℓ = ½·v·error² per sequence; the terms are ℓ, or with `cap` robust_half_se of the finite ℓ only (the model is
     run again on those, so that no non-finite sequence enters the graph)."""

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from interp.config import ModelConfig, TrainConfig
+from interp.model import LinearTransformer
 from interp.presets import resolve
 from interp.sweep.grid import SweepError, expand, load_grid_file
 from interp.tasks import sample_tasks
@@ -126,18 +127,24 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
 
 
 def test_the_family_script_names_the_cells_near_full7():
-    """A 7-layer cell within 10% of FULL-7 (by its paired difference) is marked for seeds 1 and 2; other depths and
-    cells without a FULL to pair with are not listed."""
+    """A 7-layer cell within 10% of FULL-7 (by its paired difference) is marked for seeds 1 and 2; other depths,
+    cells without a FULL to pair with, and the quadratic task's cells (adjusted against the linear oracle ridge on
+    their own task) are not listed."""
     from tests.helpers import experiment_script
 
     family = experiment_script("family")
-    cell = lambda loss, diff: {"loss": {"mean": loss}, "vs_full": {"mean": diff, "stderr": 0.001}}  # noqa: E731
+    cell = lambda loss, diff, quad=0.0: {
+        "loss": {"mean": loss},
+        "vs_full": {"mean": diff, "stderr": 0.001},
+        "quad": quad,
+    }  # noqa: E731
     cells = {
         ("uniform:5", "delta", 7): cell(0.050, 0.002),  # FULL 0.048: ratio 1.042
         ("uniform:5", "causal", 7): cell(0.060, 0.012),  # FULL 0.048: 1.25
         ("uniform:5", "gla", 7): cell(0.046, -0.002),  # FULL 0.048: 0.958, beats it
         ("uniform:5", "qkv", 4): cell(0.060, 0.0),
-        ("uniform:5", "lsa_quad1", 7): {"loss": {"mean": 0.1}},
+        ("uniform:5", "lsa_quad1", 7): {"loss": {"mean": 0.1}, "quad": 1.0},
+        ("uniform:5", "lsa_relu_quad1", 7): cell(-1.2, -1.25, quad=1.0),  # its own task: no ratio to FULL's
     }
     rows = family.near_full(cells, 7)
     assert [(r[1], r[3], r[4]) for r in rows] == [
@@ -145,6 +152,35 @@ def test_the_family_script_names_the_cells_near_full7():
         ("delta", "1.042", "yes"),
         ("causal", "1.250", "no"),
     ]
+
+
+def test_the_ffn_readout_distillation_is_guarded_as_the_trainer_is():
+    """experiments/ffn_readout.py's distillation: its lr warms up linearly and decays to 0 (closed form); a student
+    started at the teacher stays there (½·difference² has zero gradient); and a student whose ŷ overflows float32 on
+    every sequence is never updated (each update skipped and counted), where an unguarded Adam step turns it nan."""
+    from tests.helpers import experiment_script
+
+    script = experiment_script("ffn_readout")
+    steps = 200
+    warm = round(script.DISTILL_WARMUP * steps)
+    assert script.distill_lr(0, steps) == pytest.approx(1 / warm)
+    assert script.distill_lr(warm - 1, steps) == pytest.approx(1.0)
+    assert script.distill_lr(warm, steps) == pytest.approx(1.0)
+    assert script.distill_lr(warm + (steps - warm) // 2, steps) == pytest.approx(0.5)
+    assert script.distill_lr(steps - 1, steps) < 1e-3
+
+    g = torch.Generator().manual_seed(0)
+    teacher = LinearTransformer.from_matrices(
+        0.05 * torch.randn(2, 1, 11, 11, generator=g), 0.05 * torch.randn(2, 1, 11, 11, generator=g)
+    )
+    same, skipped = script.distilled(teacher, teacher, "uniform:5", 20, steps=3)
+    assert skipped == 0 and torch.equal(same.P, teacher.P) and torch.equal(same.Q, teacher.Q)
+
+    wild = LinearTransformer.from_matrices(1e6 * teacher.P.detach(), 1e6 * teacher.Q.detach())
+    with torch.no_grad():
+        assert not torch.isfinite(wild(sample_tasks(64, 10, 20, "uniform:5", g).tokens)).any()
+    student, skipped = script.distilled(teacher, wild, "uniform:5", 20, steps=3)
+    assert skipped == 3 and torch.equal(student.P, wild.P) and torch.equal(student.Q, wild.Q)
 
 
 def test_the_ffn_readout_script_sees_a_linear_ffn_and_switches_ffns_off(tmp_path):
@@ -186,3 +222,15 @@ def test_the_ffn_readout_script_sees_a_linear_ffn_and_switches_ffns_off(tmp_path
         "FULL distilled from its attention" in rows
         and "## Can FULL compute it?" in (tmp_path / "out" / "ffn_readout.md").read_text()
     )
+
+
+def test_the_family_script_prints_an_undefined_implied_lambda_as_a_dash():
+    """A model whose implied λ is constant over the probe sequences (a near-zero predictor: 20 steps at 7 layers) has
+    no rank correlation with σ (nan, None once in JSON): its row shows "–" there, not a crash."""
+    from tests.helpers import experiment_script
+
+    family = experiment_script("family")
+    lam = {"sigma": [1.0, 3.0], "median_by_sigma": [[0.5, None]], "spearman_sigma": [None], "median_relerr": [0.25]}
+    (text,) = [t for t in family.implied_lambda_tables({("uniform:5", "gla", 7): {"quad": 0.0, "implied_lambda": lam}})
+               if "gla" in t]  # fmt: skip
+    assert "| gla | 7 | 0.5 | – | – | 0.25 |" in text

@@ -370,7 +370,7 @@ def test_qkv_trains_on_fulls_fused_pass():
     keeps autograd."""
     from interp import moments
     from interp.tasks import draw_tasks
-    from interp.train import _half_squared_errors, kernel_takes
+    from interp.train import autograd_half_squared_errors, kernel_takes
 
     model = variant(attention="qkv", layers=3)
     draw = draw_tasks(64, D_SMALL, 8, "uniform:1", torch.Generator().manual_seed(1), dtype=torch.float64)
@@ -378,7 +378,7 @@ def test_qkv_trains_on_fulls_fused_pass():
         pytest.skip(f"the kernel does not train here: {moments.kernel_choice().why}")
     assert moments.fused_supported(model, draw.x) and kernel_takes(TrainConfig(model=model.cfg))
     fused, _ = moments.half_squared_errors(model, draw)
-    plain, _ = _half_squared_errors(model, draw.batch(), None, None)
+    plain, _ = autograd_half_squared_errors(model, draw.batch(), None, None)
     grads = [torch.autograd.grad(t.sum(), list(model.parameters())) for t in (fused, plain)]
     assert rel_err(fused.detach(), plain.detach()) <= 1e-12
     assert all(rel_err(a, b) <= 1e-12 for a, b in zip(*grads))

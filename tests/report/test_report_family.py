@@ -78,6 +78,8 @@ def test_every_view_draws_one_panel_per_prior():
         cell("uniform:5", "delta", 2, 0.2)
         | {"implied_lambda": lam([2.0, 9.0]), "full_implied_lambda": lam([3.0, 8.0])},
         cell("uniform:5", "softmax", 2, 0.5) | {"implied_lambda": lam([1.0, 1.0], relerr=0.6)},
+        cell("uniform:5", "gla", 7, 3.5)  # a near-zero w^L: λ and its fit undefined (nan, None in JSON)
+        | {"implied_lambda": lam([None, None], relerr=None) | {"spearman_sigma": [None, None]}},
         quad | {"implied_lambda": lam([5.0, 5.0])},
     ]
     (fig,) = [p.figure for p in panels({"cells": lams}) if p.id.startswith("family-lambda")]
@@ -87,6 +89,7 @@ def test_every_view_draws_one_panel_per_prior():
         "delta (L=2)": (True, [2.0, 9.0]),
         "retnet (L=2)": (True, [4.0, 6.0]),
         "softmax (L=2)": ("legendonly", [1.0, 1.0]),  # far from every ridge solution: hidden until clicked
+        "gla (L=7)": ("legendonly", [None, None]),  # no ridge solution to be near: hidden, its hover says "–"
         "Bayes ridge λ = σ²": (None, curves["Bayes ridge λ = σ²"][1]),
     }
     assert curves["Bayes ridge λ = σ²"][1][0] == 1.0 and curves["Bayes ridge λ = σ²"][1][-1] == 9.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from interp.evaluate import TABLE1_COLUMNS
+from interp.render import number
 from interp.report.data import ReportData
 from interp.report.figures.base import _axes, _subplots, view
 from interp.tasks import prior_slug
@@ -216,7 +217,8 @@ def family_lambda(data: ReportData, item) -> go.Figure:
     curves = [(f"FULL (zoo, L={L})", lam, "#999999", L, True) for L, lam in sorted(fulls.items())]
     for c in sorted(rows, key=lambda c: (c["variant"], c["layers"])):
         lam = c["implied_lambda"]
-        near = lam["median_relerr"][-1] <= SHOWN_RELERR
+        relerr = lam["median_relerr"][-1]  # None where λ is undefined (a near-zero w^L)
+        near = relerr is not None and relerr <= SHOWN_RELERR
         curves.append((f"{c['variant']} (L={c['layers']})", lam, colors[c["variant"]], c["layers"], near))
     sigma = []
     for name, lam, color, L, shown in curves:
@@ -226,7 +228,8 @@ def family_lambda(data: ReportData, item) -> go.Figure:
                 x=lam["sigma"], y=lam["median_by_sigma"][-1], mode="lines+markers", name=name,
                 line=dict(color=color, dash=DASH.get(L, "solid")), visible=True if shown else "legendonly",
                 hovertemplate=f"{name}: σ ≈ %{{x:.2f}}, median implied λ %{{y:.4g}} (rank corr. with σ "
-                f"{lam['spearman_sigma'][-1]:.2f}, ridge rel. error {lam['median_relerr'][-1]:.2g})<extra></extra>",
+                f"{number(lam['spearman_sigma'][-1], 2)}, ridge rel. error {number(lam['median_relerr'][-1], 2)})"
+                "<extra></extra>",
             )
         )  # fmt: skip
     if sigma:
