@@ -87,6 +87,15 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     assert len(by_sigma["sigma"]) == 4 and sum(sizes) == 500
     overall = sum(n * e["mean"] for n, e in zip(sizes, by_sigma["diff"])) / 500
     assert overall == pytest.approx(cells["retnet"]["vs_full"]["mean"], rel=1e-9)
+    # one seed against FULL of one seed: the Table 1 grid's FULL-2 seed 0, evaluated apart on the same sequences
+    even = cells["retnet"]["full_same_seeds"]
+    assert even["runs"] == ["full2_uniform5_s0"] and even["best"] == "full2_uniform5_s0"
+    on_paper = EvalSet("uniform:5", n_seq=500, seed=0)
+    full_s0 = adjusted_loss(load(family.TABLE1_GRID / "full2_uniform5_s0"), on_paper).mean
+    assert even["loss"]["mean"] == pytest.approx(full_s0, rel=1e-9)
+    want = cells["retnet"]["loss"]["mean"] - full_s0  # a paired mean is the difference of the means
+    assert cells["retnet"]["vs_full_same_seeds"]["mean"] == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert "full_same_seeds" not in cells["lsa_quadratic_quad1"]  # its own task: FULL of the paper's is no pair
     assert "## Against FULL by σ" in (out / "variants.md").read_text()
     lam, full_lam = cells["retnet"]["implied_lambda"], cells["retnet"]["full_implied_lambda"]
     assert len(lam["median_by_sigma"][-1]) == len(full_lam["median_by_sigma"][-1]) == 4
@@ -133,24 +142,26 @@ def test_the_family_script_names_the_cells_near_full7():
     from tests.helpers import experiment_script
 
     family = experiment_script("family")
-    cell = lambda loss, diff, quad=0.0: {
-        "loss": {"mean": loss},
-        "vs_full": {"mean": diff, "stderr": 0.001},
-        "quad": quad,
-    }  # noqa: E731
+
+    def cell(loss, diff, quad=0.0, even=None):  # even: the paired difference against FULL of as many seeds
+        c = {"loss": {"mean": loss}, "vs_full": {"mean": diff, "stderr": 0.001}, "quad": quad, "seeds": {"s0": {}}}
+        return c | ({"vs_full_same_seeds": {"mean": even, "stderr": 0.001}} if even is not None else {})
+
     cells = {
-        ("uniform:5", "delta", 7): cell(0.050, 0.002),  # FULL 0.048: ratio 1.042
+        ("uniform:5", "delta", 7): cell(0.050, 0.002, even=0.0),  # FULL 0.048: ratio 1.042; FULL's seed 0: 1.000
         ("uniform:5", "causal", 7): cell(0.060, 0.012),  # FULL 0.048: 1.25
+        ("uniform:5", "retnet", 7): cell(0.056, 0.008, even=0.004),  # 1.167, but 1.077 against FULL's seed 0 (0.052)
         ("uniform:5", "gla", 7): cell(0.046, -0.002),  # FULL 0.048: 0.958, beats it
         ("uniform:5", "qkv", 4): cell(0.060, 0.0),
         ("uniform:5", "lsa_quad1", 7): {"loss": {"mean": 0.1}, "quad": 1.0},
         ("uniform:5", "lsa_relu_quad1", 7): cell(-1.2, -1.25, quad=1.0),  # its own task: no ratio to FULL's
     }
     rows = family.near_full(cells, 7)
-    assert [(r[1], r[3], r[4]) for r in rows] == [
-        ("gla", "0.958", "yes"),
-        ("delta", "1.042", "yes"),
-        ("causal", "1.250", "no"),
+    assert [(r[1], r[2], r[4], r[5], r[6]) for r in rows] == [
+        ("gla", "1", "0.958", "–", "yes"),
+        ("delta", "1", "1.042", "1.000", "yes"),
+        ("retnet", "1", "1.167", "1.077", "yes"),
+        ("causal", "1", "1.250", "–", "no"),
     ]
 
 
