@@ -26,10 +26,14 @@ def test_the_family_grid_plans_every_variant_with_fulls_budget():
     cells = collections.Counter((s.options["attention"], s.options["mlp"], s.options["quad"]) for s in specs)
     linear = cells.pop(("lsa", "linear", 0.0))  # the ReLU FFN's control: 2 and 4 layers, 2 priors × 3 seeds
     assert linear == 12 and {s.options["layers"] for s in specs if s.options["mlp"] == "linear"} == {2, 4}
-    assert len(cells) == 13 and set(cells.values()) == {14}  # 2 priors × (3 seeds at 2 and 4 layers + 1 at 7)
+    near_full7 = cells.pop(("qkv", "none", 0.0))  # within 10% of FULL-7 at seed 0 (variants.md): 3 seeds at 7 too
+    assert near_full7 == 18
+    assert len(cells) == 12 and set(cells.values()) == {14}  # 2 priors × (3 seeds at 2 and 4 layers + 1 at 7)
     assert ("lsa", "none", 0.0) not in cells and ("qkv", "quadratic", 0.0) not in cells
     assert {c for c in cells if c[2]} == {("lsa", m, 1.0) for m in ("none", "relu", "quadratic")}
-    assert {s.options["seed"] for s in specs if s.options["layers"] == 7} == {0}
+    seeds7 = {(s.options["attention"], s.options["seed"]) for s in specs if s.options["layers"] == 7}
+    assert {seed for a, seed in seeds7 if a != "qkv"} == {0} and {seed for a, seed in seeds7 if a == "qkv"} == {0, 1, 2}
+    assert len(specs) == 198
     for s in specs:  # the fast preset's steps and peak lr of FULL at that depth
         want = resolve(TrainConfig(model=ModelConfig(n_layers=s.cfg.model.n_layers), noise=s.cfg.noise))
         got = resolve(s.cfg)
