@@ -1,6 +1,10 @@
 """Training-step speed of the linear-attention family (interp.variants) against FULL's, as `interp train` runs them.
 
     OMP_NUM_THREADS=1 python experiments/bench_family.py [--layers 4] [--steps 12] [--batch 2048] [--device cuda]
+        [--stream-width W] [--no-hooked]
+
+`--stream-width` sets the width the hook-free path pads the stream to (INTERP_STREAM_WIDTH; 0: unpadded) for an A/B of
+interp.variants.stream_width: one process per width, alternated.
 
 On a GPU (issue 52's check: FULL-7 and every variant at batch 2048): `python experiments/bench_family.py --layers 7
 --device cuda`; FULL then runs on the torch backend (the CPU kernel is the CPU's), and each step is synchronised.
@@ -17,6 +21,7 @@ step and its ratio to FULL's. Prints a markdown table (appended by hand to exper
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -27,7 +32,7 @@ from interp.config import ATTENTIONS, ModelConfig, TrainConfig
 from interp.presets import resolve
 from interp.render import markdown
 from interp.train import _loss, adam, training_path
-from interp.variants import build
+from interp.variants import STREAM_WIDTH_ENV, build
 
 VARIANTS = [("lsa", "none")] + [(a, "none") for a in ATTENTIONS if a != "lsa"]
 VARIANTS += [("lsa", "relu"), ("lsa", "quadratic")]
@@ -44,7 +49,15 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--batch", type=int, default=2048)
     ap.add_argument("--device", default="cpu", help="cuda: the GPU timing of the issue (FULL on the torch backend)")
+    ap.add_argument(
+        "--stream-width",
+        type=int,
+        help="run the family's hook-free path at this stream width (0: unpadded; default interp.variants.stream_width)",
+    )
+    ap.add_argument("--no-hooked", action="store_true", help="skip the layer-by-layer steps (their ratio column)")
     args = ap.parse_args(argv)
+    if args.stream_width is not None:
+        os.environ[STREAM_WIDTH_ENV] = str(args.stream_width)
     torch.set_num_threads(1)
     dev = torch.device(args.device)
     setups = []
@@ -57,7 +70,8 @@ def main(argv=None) -> int:
             (model_cfg.family_label, cfg, model, params, adam(params, 1e-4), torch.Generator(dev).manual_seed(1))
         )
     # every model on its own path; each family model also layer by layer (FULL's hooked path is not the trainer's)
-    plan = [(hooked, *s) for i, s in enumerate(setups) for hooked in ((False,) if i == 0 else (False, True))]
+    both = (False,) if args.no_hooked else (False, True)
+    plan = [(hooked, *s) for i, s in enumerate(setups) for hooked in ((False,) if i == 0 else both)]
     times = {(label, hooked): [] for hooked, label, *_ in plan}
     for round_ in range(args.steps + 2):  # two warm-up rounds
         for hooked, label, cfg, model, params, opt, gen in plan:
@@ -79,8 +93,8 @@ def main(argv=None) -> int:
         hooked = times.get((label, True))
         before = f"{1e3 * statistics.median(hooked):.1f}" if hooked else ""
         speedup = f"{statistics.median(hooked) / med:.2f}" if hooked else ""
-        path = training_path(cfg)["path"]
-        path = path if path != "torch" or cfg.model.is_lsa else "torch, hook-free"
+        where = training_path(cfg)
+        path = where["path"] if "stream_width" not in where else f"torch, hook-free, stream {where['stream_width']}"
         rows.append([label, path, f"{1e3 * med:.1f}", f"{med / full:.2f}", before, speedup])
     gpu = f"GPU: {torch.cuda.get_device_name(dev)}; " if dev.type == "cuda" else ""
     print(

@@ -241,14 +241,17 @@ class LinearAttention(nn.Module):
         """The materialized (P, Q) of every head."""
         return self.arch.matrices(self)
 
-    def head_maps(self, S: Float[Tensor, "batch D D"]) -> Float[Tensor, "batch H D D"]:
-        """A_k = P_k S Q_k for every head (Lemma 4.3's Σ_k P_k S Q_k before the sum over k).
+    def head_maps(
+        self, S: Float[Tensor, "batch D D"], matrices: tuple[Tensor, Tensor] | None = None
+    ) -> Float[Tensor, "batch H D D"]:
+        """A_k = P_k S Q_k for every head (Lemma 4.3's Σ_k P_k S Q_k before the sum over k), with this layer's
+        `matrices()` or the (P, Q) given (interp.variants' hook-free path passes them zero-padded to S's width).
 
         P and Q are shared by the batch, so both products are single large GEMMs over the folded
         batch rather than thousands of tiny ones (measured in experiments/bench_train.py).
         """
         B, D, _ = S.shape
-        P, Q = self.matrices()
+        P, Q = self.matrices() if matrices is None else matrices
         H = P.shape[0]
         SQ = (S.reshape(B * D, D) @ rearrange(Q, "h j k -> j (h k)")).reshape(B, D, H, D)
         SQ = rearrange(SQ, "b j h k -> h j (b k)")

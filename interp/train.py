@@ -35,7 +35,7 @@ from interp.params import FULL, nests
 from interp.params import of as arch_of
 from interp.run import Run, load
 from interp.tasks import draw_tasks, stressed_tasks, tail_tasks, with_quad
-from interp.variants import build
+from interp.variants import build, stream_width
 
 
 class TrainingDiverged(InterpError, RuntimeError):
@@ -664,8 +664,9 @@ def kernel_takes(cfg: TrainConfig) -> bool:
 
 def training_path(cfg: TrainConfig) -> dict:
     """What trains `cfg`'s steps here: the path ("kernel <build>" or "torch"), the device (and GPU), CPU model and
-    torch's CPU capability, torch's version and thread count. Each build sums in its own vector width, so two paths give
-    the same losses to a few ulps but not the same bits, and Adam amplifies the difference over a run."""
+    torch's CPU capability, torch's version and thread count, and on the torch path a family model's stream width
+    (interp.variants.stream_width). Each build sums in its own vector width, so two paths give the same losses to a
+    few ulps but not the same bits, and Adam amplifies the difference over a run."""
     on_kernel = kernel_takes(cfg) and moments.kernel_choice().train
     out = {
         "path": f"kernel {kernel.info()['isa']}" if on_kernel else "torch",
@@ -675,6 +676,8 @@ def training_path(cfg: TrainConfig) -> dict:
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }
+    if not on_kernel and not cfg.model.is_lsa:  # the family's hook-free path: its stream's width, padded or not
+        out["stream_width"] = stream_width(cfg.model.d_model, cfg.device)
     if cfg.device.startswith("cuda"):
         out["gpu"] = torch.cuda.get_device_name(torch.device(cfg.device))
     return out

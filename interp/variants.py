@@ -25,8 +25,9 @@ The forward runs the parallel forms (the masked-matrix form for causal, retnet a
 decay; delta through the UT transform, (I + diag(β) tril(K Kᵀ, −1)) U = diag(β) V, S_i = Σ_{j≤i} u_j k_jᵀ, Yang et al.
 2024). With no hook registered (training, evaluation) it takes the hook-free path, `VariantTransformer._forward_fast`:
 the same function in fewer, larger products (the query as the masked matrix's last row, gated's decay factored as
-gla's, causal, retnet, gated and softmax through the merged W_Qᵀ W_K and W_O W_V, the last layer's query row alone),
-1.2-2.4x faster a training step (experiments/results/bench_train.md).
+gla's, causal, retnet, gated and softmax through the merged W_Qᵀ W_K and W_O W_V, the last layer's query row alone, the
+stream zero-padded to 8 lanes on AVX2: `stream_width`), 1.2-2.4x faster a training step, and 1.2-1.6x more from the
+padding on an AVX2 CPU (experiments/results/bench_train.md).
 `reference_stream` writes every recurrence out token by token, and the tests hold both paths, and the hook-free path's
 gradients, to it. qkv, FULL in other weights, trains on the kernel's fused pass for FULL through its merged maps
 (`FamilyAttention.matrices`, read by interp.params.FULL.layer_maps).
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import torch
 from einops import einsum
@@ -52,6 +54,7 @@ from transformer_lens.hook_points import HookPoint
 from interp import params
 from interp.config import FEATURE_MAPS, ModelConfig  # noqa: F401 - FEATURE_MAPS: where it lived
 from interp.files import InvalidArgument, InvalidType
+from interp.kernel import cpu_capability
 from interp.model import LinearAttention, LinearTransformer, check_generator, has_hooks, hook_detection, hooks_active
 
 LINEAR_FAMILY = ("qkv", "causal", "retnet", "gated", "gla", "delta")  # a state S read by the query: ŷ linear in x_t
@@ -70,6 +73,34 @@ BETA_BIAS_INIT = 0.0
 # beyond, the exact unfactored forms take over (the scan, or the decay tensor when hook_pattern is wanted).
 GLA_FACTOR_LIMIT = 30.0
 CONSTANT_INIT = {"decay_logit": GATE_BIAS_INIT, "b_gate": GATE_BIAS_INIT, "b_beta": BETA_BIAS_INIT}
+# The hook-free path carries the stream zero-padded to a multiple of STREAM_ALIGN lanes where torch reports AVX2 (8
+# float32 lanes): on an AMD EPYC (AVX2) torch's MKL ran products with 11 output columns 3-5x slower than with 16
+# (experiments/results/bench_train.md, session 34). Elsewhere (AVX-512: not measured yet) the stream keeps its width.
+STREAM_ALIGN = 8
+STREAM_WIDTH_ENV = "INTERP_STREAM_WIDTH"  # an int overrides stream_width (the benchmarks' A/B); 0: unpadded
+
+
+def stream_width(D: int, device: torch.device | str = "cpu") -> int:
+    """The width `VariantTransformer._forward_fast` carries a stream of width D at: D rounded up to a multiple of
+    STREAM_ALIGN on an AVX2 CPU, else D; INTERP_STREAM_WIDTH=w forces max(w, D) on any device (0: D)."""
+    forced = os.environ.get(STREAM_WIDTH_ENV)
+    if forced is not None:
+        try:
+            return max(int(forced), D)
+        except ValueError:
+            raise InvalidArgument(f"{STREAM_WIDTH_ENV} must be an integer width, got {forced!r}") from None
+    if torch.device(device).type != "cpu" or cpu_capability() != "AVX2":
+        return D
+    return -(-D // STREAM_ALIGN) * STREAM_ALIGN
+
+
+def _fit(W: Tensor, width: int, dim: int = -1) -> Tensor:
+    """W with dimension `dim` (a stream dimension) zero-padded to `width`; W itself when it already has that width.
+    Zero rows and columns keep a padded stream's extra lanes at 0 (and take no gradient back to W)."""
+    pad = width - W.shape[dim]
+    if pad == 0:
+        return W
+    return F.pad(W, [0, 0] * (W.ndim - 1 - dim % W.ndim) + [0, pad])
 
 
 class FamilyAttention(nn.Module):
@@ -133,13 +164,16 @@ class FamilyAttention(nn.Module):
     def gates(self, ctx: Float[Tensor, "batch n D"]) -> Tensor:
         """gated: a_j [batch, head, n]; gla: α_j [batch, n, head, h]."""
         if self.kind == "gated":  # sigmoid(w_gᵀ e_j + b_g)
-            return self.hook_gate(torch.sigmoid(F.linear(ctx, self.w_gate, self.b_gate)).transpose(1, 2))
-        H, h, D = self.W_gate.shape  # gla: sigmoid(W_α e_j + b_α), one product for every head
-        gate = F.linear(ctx, self.W_gate.reshape(H * h, D), self.b_gate.reshape(H * h))
+            gate = F.linear(ctx, _fit(self.w_gate, ctx.shape[-1]), self.b_gate)
+            return self.hook_gate(torch.sigmoid(gate).transpose(1, 2))
+        H, h, _ = self.W_gate.shape  # gla: sigmoid(W_α e_j + b_α), one product for every head
+        gate = F.linear(ctx, _fit(self.W_gate, ctx.shape[-1]).reshape(H * h, -1), self.b_gate.reshape(H * h))
         return self.hook_gate(torch.sigmoid(gate).view(*ctx.shape[:2], H, h))
 
     def betas(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "batch H n"]:
-        return self.hook_beta(torch.sigmoid(F.linear(ctx, self.w_beta, self.b_beta)).transpose(1, 2))
+        return self.hook_beta(
+            torch.sigmoid(F.linear(ctx, _fit(self.w_beta, ctx.shape[-1]), self.b_beta)).transpose(1, 2)
+        )
 
     def weights(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "batch H n n"]:
         """M[i, j]: the weight of v_j k_jᵀ in S_i for context tokens i, j (causal, retnet, gated): 1, γ^{i−j} or
@@ -231,9 +265,10 @@ class FamilyAttention(nn.Module):
         GLA_FACTOR_LIMIT). The causal family's query row joins the masked matrix as row n, reading S_n with the last
         context token's weights (no S_n is formed); the heads' outputs are summed by one product with W_O (or with
         P = W_O W_V, where the tokens themselves were mixed)."""
-        B, T, D = resid.shape
+        B, T, D = resid.shape  # D: the stream's width, zero-padded (stream_width) or not
         H, h, n = self.W_Q.shape[0], self.W_Q.shape[1], T - 1
         ctx = resid[:, :-1]
+        W_Q, W_K, W_V, W_O = _fit(self.W_Q, D), _fit(self.W_K, D), _fit(self.W_V, D), _fit(self.W_O, D, 1)
 
         def heads(x: Tensor, W: Tensor) -> Tensor:  # x W_kᵀ per head, [(batch head), pos, width] (a view for one head)
             width = W.shape[1]
@@ -248,13 +283,13 @@ class FamilyAttention(nn.Module):
         # (one row: broadcast products; a batch of one-row matrix products is several times slower on the CPU)
         rows = resid[:, -1:] if query_only else resid
         if self.kind == "qkv":  # its h × h state needs k and v themselves
-            q, k, v, out_map = heads(rows, self.W_Q), heads(ctx, self.W_K), heads(ctx, self.W_V), self.W_O
+            q, k, v, out_map = heads(rows, W_Q), heads(ctx, W_K), heads(ctx, W_V), W_O
         else:  # W_O v_j = (W_O W_V) e_j: mix the context tokens themselves, then P = W_O W_V
-            v, out_map = ctx[:, None].expand(B, H, n, D).reshape(B * H, n, D), self.W_O @ self.W_V
+            v, out_map = ctx[:, None].expand(B, H, n, D).reshape(B * H, n, D), W_O @ W_V
             if self.kind in MERGED:  # and q_iᵀ k_j = e_iᵀ (W_Qᵀ W_K) e_j: two products of the stream, not four
-                q, k = heads(rows, self.W_K.transpose(1, 2) @ self.W_Q), v  # e_iᵀ W_Qᵀ W_K per head, [BH, row, D]
+                q, k = heads(rows, W_K.transpose(1, 2) @ W_Q), v  # e_iᵀ W_Qᵀ W_K per head, [BH, row, D]
             else:
-                q, k = heads(rows, self.W_Q), heads(ctx, self.W_K)
+                q, k = heads(rows, W_Q), heads(ctx, W_K)
         # each row's last context position: i for a context token, n − 1 for the query (it reads S_n)
         last = torch.arange(T - q.shape[1], T, device=resid.device).clamp_max(n - 1)
         lower = last[:, None] >= torch.arange(n, device=resid.device)  # [row, n]: j ≤ the row's position
@@ -340,13 +375,13 @@ class FFN(nn.Module):
 
     def update(self, resid: Float[Tensor, "batch pos D"], pre_hook=None, pre_b_hook=None, post_hook=None) -> Tensor:
         """The FFN's update, through the given hook points (none: the hook-free training path)."""
-        keep = lambda t: t  # noqa: E731
-        pre = (pre_hook or keep)(F.linear(resid, self.W_in))
+        keep, D = (lambda t: t), resid.shape[-1]  # noqa: E731 - D: the stream's width, padded or not (stream_width)
+        pre = (pre_hook or keep)(F.linear(resid, _fit(self.W_in, D)))
         if self.kind == "quadratic":
-            post = pre * (pre_b_hook or keep)(F.linear(resid, self.W_b))  # (W_a e) ⊙ (W_b e)
+            post = pre * (pre_b_hook or keep)(F.linear(resid, _fit(self.W_b, D)))  # (W_a e) ⊙ (W_b e)
         else:
             post = torch.relu(pre) if self.kind == "relu" else pre
-        return F.linear((post_hook or keep)(post), self.W_out)
+        return F.linear((post_hook or keep)(post), _fit(self.W_out, D, 0))
 
     def matrix(self) -> Float[Tensor, "D D"]:
         """I + W_out W_in: the token map of a linear FFN (InvalidArgument for the others)."""
@@ -457,25 +492,32 @@ class VariantTransformer(HookedRootModule):
         (and the trainer leave the kernel's fused pass, for qkv)."""
         return hooks_active(self)
 
-    def _forward_fast(self, resid: Float[Tensor, "batch pos D"]) -> Float[Tensor, "batch"]:
+    def _forward_fast(self, resid: Float[Tensor, "batch pos D"], width: int | None = None) -> Float[Tensor, "batch"]:
         """ŷ without hooks: every layer's update from FamilyAttention.fast_update (lsa: Σ_k A_k e_i) and FFN.update,
-        and in the last layer the query's row alone (the context's last rows reach no output)."""
-        last = len(self.blocks) - 1
+        and in the last layer the query's row alone (the context's last rows reach no output). The stream runs
+        zero-padded to `width` lanes (default stream_width: where that is faster), every weight padded with zeros to
+        match, so the extra lanes stay 0: the same function, to rounding."""
+        D = resid.shape[-1]
+        width = stream_width(D, resid.device) if width is None else width
+        if width < D:
+            raise InvalidArgument(f"width must be at least the stream's {D}, got {width}")
+        resid, last = _fit(resid, width), len(self.blocks) - 1
         for l, block in enumerate(self.blocks):
             attn, query_only = block.attn, l == last
             if isinstance(attn, LinearAttention):
                 ctx = resid[:, :-1]
-                A = attn.head_maps(ctx.transpose(1, 2) @ ctx).sum(1)  # Σ_k P_k S Q_k (Lemma 4.3)
+                P, Q = (_fit(_fit(M, width, 1), width, 2) for M in attn.matrices())
+                A = attn.head_maps(ctx.transpose(1, 2) @ ctx, (P, Q)).sum(1)  # Σ_k P_k S Q_k (Lemma 4.3)
                 upd = (resid[:, -1:] if query_only else resid) @ A.transpose(1, 2)
             else:
                 upd = attn.fast_update(resid, query_only)
-                if upd is None:  # only the hooked forward is exact here
-                    upd = attn(resid).sum(dim=2)
+                if upd is None:  # only the hooked forward is exact here (at the stream's own width)
+                    upd = _fit(attn(resid[..., :D]).sum(dim=2), width)
                     upd = upd[:, -1:] if query_only else upd
             resid = (resid[:, -1:] if query_only else resid) + upd
             if block.mlp is not None:
                 resid = resid + block.mlp.update(resid)
-        return -resid[:, -1, -1]
+        return -resid[:, -1, D - 1]
 
     def predict_per_layer(self, tokens: Float[Tensor, "batch pos D"]) -> Float[Tensor, "L+1 batch"]:
         """ŷ after 0, 1, ..., L blocks (row 0 is the zero prediction of the raw query)."""

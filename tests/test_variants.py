@@ -13,6 +13,7 @@ import torch
 
 import interp
 from interp import train as train_mod
+from interp import variants
 from interp.checkpoints import read_tensors
 from interp.config import ATTENTIONS, ModelConfig, TrainConfig
 from interp.model import LinearTransformer
@@ -24,6 +25,7 @@ from tests.helpers import small_batch
 D_SMALL = 4  # d of the closed-form tests; tokens of width 5, n = 8
 ROOT = Path(__file__).resolve().parent.parent
 FAMILY = [a for a in ATTENTIONS if a != "lsa"]
+WIDTHS = (D_SMALL + 1, 8, 13)  # the hook-free path's stream: unpadded, padded to 8 lanes, and wider (stream_width)
 
 
 def variant(scale=0.3, seed=0, layers=2, heads=2, **fields):
@@ -56,12 +58,16 @@ def test_every_forward_equals_its_token_by_token_loop(attention, mlp):
     assert rel_err(fast, slow) <= 1e-12
     assert (fast[-1] - fast[0]).abs().max() > 1e-2  # the layers do something at this scale
     torch.testing.assert_close(model(tokens), -slow[-1, :, -1, -1], rtol=1e-12, atol=1e-14)
-    torch.testing.assert_close(model._forward_fast(tokens), -slow[-1, :, -1, -1], rtol=1e-12, atol=1e-14)
+    for width in WIDTHS:
+        fast = model._forward_fast(tokens, width)
+        torch.testing.assert_close(fast, -slow[-1, :, -1, -1], rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("attention", FAMILY + ["lsa"])
-def test_the_hook_free_path_has_the_hooked_forwards_gradients(attention):
-    """Training takes `_forward_fast` (no hook anywhere); its gradients are the layer-by-layer forward's."""
+def test_the_hook_free_path_has_the_hooked_forwards_gradients(attention, width):
+    """Training takes `_forward_fast` (no hook anywhere), its stream padded or not; its gradients are the
+    layer-by-layer forward's."""
     model = variant(attention=attention, mlp="quadratic" if attention == "lsa" else "none")
     tokens = small_batch(d=D_SMALL).tokens
 
@@ -70,8 +76,29 @@ def test_the_hook_free_path_has_the_hooked_forwards_gradients(attention):
         (predict(tokens) ** 2).sum().backward()
         return torch.cat([p.grad.flatten() for p in model.parameters()])
 
-    fast, hooked = grads(model._forward_fast), grads(lambda t: -model.residual_stream(t)[-1, :, -1, -1])
+    fast = grads(lambda t: model._forward_fast(t, width))
+    hooked = grads(lambda t: -model.residual_stream(t)[-1, :, -1, -1])
     assert rel_err(fast, hooked) <= 1e-12
+
+
+def test_the_stream_width_pads_to_eight_lanes_on_avx2_only(monkeypatch):
+    """stream_width: D rounded up to a multiple of 8 where torch reports AVX2 (measured faster there), D elsewhere
+    and on a GPU; INTERP_STREAM_WIDTH overrides it (0: unpadded), a bad value is a one-line error naming it."""
+    monkeypatch.delenv(variants.STREAM_WIDTH_ENV, raising=False)
+    monkeypatch.setattr(variants, "cpu_capability", lambda: "AVX2")
+    assert [variants.stream_width(D) for D in (2, 8, 11, 16, 17)] == [8, 8, 16, 16, 24]
+    assert variants.stream_width(11, "cuda") == 11
+    monkeypatch.setattr(variants, "cpu_capability", lambda: "AVX512")
+    assert variants.stream_width(11) == 11
+    for value, width in (("0", 11), ("20", 20), ("5", 11)):
+        monkeypatch.setenv(variants.STREAM_WIDTH_ENV, value)
+        assert variants.stream_width(11) == width
+    monkeypatch.setenv(variants.STREAM_WIDTH_ENV, "wide")
+    with pytest.raises(interp.InvalidArgument, match="INTERP_STREAM_WIDTH must be an integer width, got 'wide'"):
+        variants.stream_width(11)
+    model, tokens = variant(attention="causal"), small_batch(d=D_SMALL).tokens
+    with pytest.raises(interp.InvalidArgument, match="width must be at least the stream's 5, got 4"):
+        model._forward_fast(tokens, 4)
 
 
 def _with(model, name: str, value: float):
@@ -318,7 +345,9 @@ def test_a_family_run_trains_and_loads_like_any_model(tmp_path, attention, mlp):
         assert torch.equal(model(batch.tokens.float()), result.model(batch.tokens.float()))
     assert interp.adjusted_loss(model, interp.EvalSet("uniform:1", d=3, n=6, n_seq=256)).mean < 2.0
     on_kernel = cfg.model.merges_to_full and moments.kernel_choice().train
-    assert Run(tmp_path / "run").trained_on()[-1]["path"].startswith("kernel") == on_kernel
+    segment = Run(tmp_path / "run").trained_on()[-1]
+    assert segment["path"].startswith("kernel") == on_kernel
+    assert segment.get("stream_width") == (None if on_kernel else variants.stream_width(4))  # the hook-free path's
 
 
 class _Killed(Exception):
@@ -359,7 +388,9 @@ def test_a_strong_decay_takes_the_exact_unfactored_forms(attention):
         slow = reference_stream(model, tokens)
         assert rel_err(model.residual_stream(tokens), slow) <= 1e-12  # the scan
         assert not model.blocks[0].attn._factors(model.blocks[0].attn._log_decay(tokens[:, :-1]))
-        torch.testing.assert_close(model._forward_fast(tokens), -slow[-1, :, -1, -1], rtol=1e-12, atol=1e-14)
+        for width in WIDTHS:  # gla's scan at the stream's own width, then padded
+            fast = model._forward_fast(tokens, width)
+            torch.testing.assert_close(fast, -slow[-1, :, -1, -1], rtol=1e-12, atol=1e-14)
     _, cache = model.run_with_cache(tokens)  # the decay tensor
     assert rel_err(cache["blocks.1.hook_resid_post"], slow[-1]) <= 1e-12
     assert float(cache["blocks.0.attn.hook_pattern"].abs().max()) > 0
