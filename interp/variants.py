@@ -89,9 +89,12 @@ def stream_width(D: int, device: torch.device | str = "cpu") -> int:
             return max(int(forced), D)
         except ValueError:
             raise InvalidArgument(f"{STREAM_WIDTH_ENV} must be an integer width, got {forced!r}") from None
-    if torch.device(device).type != "cpu" or cpu_capability() != "AVX2":
-        return D
-    return -(-D // STREAM_ALIGN) * STREAM_ALIGN
+    return _aligned(D) if torch.device(device).type == "cpu" and cpu_capability() == "AVX2" else D
+
+
+def _aligned(width: int) -> int:
+    """`width` rounded up to a multiple of STREAM_ALIGN."""
+    return -(-width // STREAM_ALIGN) * STREAM_ALIGN
 
 
 def _fit(W: Tensor, width: int, dim: int = -1) -> Tensor:
@@ -269,6 +272,9 @@ class FamilyAttention(nn.Module):
         H, h, n = self.W_Q.shape[0], self.W_Q.shape[1], T - 1
         ctx = resid[:, :-1]
         W_Q, W_K, W_V, W_O = _fit(self.W_Q, D), _fit(self.W_K, D), _fit(self.W_V, D), _fit(self.W_O, D, 1)
+        if self.kind == "delta" and D > self.W_Q.shape[-1]:  # a padded stream: delta's q, k padded alike (zero
+            # channels add nothing to q_iᵀ k_j or K Kᵀ; φ(0) = 1 and gla's gates rule the same out for the others)
+            W_Q, W_K = _fit(W_Q, _aligned(h), 1), _fit(W_K, _aligned(h), 1)
 
         def heads(x: Tensor, W: Tensor) -> Tensor:  # x W_kᵀ per head, [(batch head), pos, width] (a view for one head)
             width = W.shape[1]
