@@ -101,6 +101,13 @@ def test_the_stream_width_pads_to_eight_lanes_on_avx2_only(monkeypatch):
         model._forward_fast(tokens, 4)
 
 
+def test_a_bad_stream_width_fails_before_a_run_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv(variants.STREAM_WIDTH_ENV, "wide")
+    with pytest.raises(interp.InvalidArgument, match="INTERP_STREAM_WIDTH"):
+        train(tiny("causal", "none"), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
 def _with(model, name: str, value: float):
     """The model's predictions with every layer's hook `name` replaced by a constant."""
     hooks = [(f"blocks.{l}.attn.{name}", lambda t, hook: torch.full_like(t, value)) for l in range(len(model.blocks))]
