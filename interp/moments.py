@@ -25,6 +25,7 @@ import numbers
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -400,18 +401,31 @@ def kernel_choice() -> KernelChoice:
 @cache
 def _measured_choice(isa: str, cpu: str, torch_version: str) -> KernelChoice:
     key = f"v{CHOICE_VERSION}|{cpu}|{isa}|{torch_version}|{kernel.ABI}"
+    fields = ("train_speedup", "forward_speedup")
+    value, why = measured_once(key, fields, lambda: dict(zip(fields, _measure())))
+    train, fwd = value["train_speedup"], value["forward_speedup"]
+    return KernelChoice(train > 1.0, fwd > 1.0, why, isa, train, fwd)
+
+
+def measured_once(
+    key: str, fields: tuple[str, ...], measure: Callable[[], dict[str, float]]
+) -> tuple[dict[str, float], str]:
+    """This machine's answer to a speed question (`key` names the question, the CPU and the versions it holds for), its
+    `fields`: from the choice cache ($XDG_CACHE_HOME/interp/kernel_choice.json; INTERP_CACHE_DIR overrides) where it
+    has them all, else `measure()` now (gradients enabled: the first caller may be an evaluation under no_grad), added
+    to the cache. Returns (the fields, why: when they were measured). One answer per machine, so that a machine keeps
+    one path from run to run and a resumed run stays exact."""
     path = _choice_file()
     cached = _read_choices(path).get(key)
-    if isinstance(cached, dict) and {"train_speedup", "forward_speedup"} <= set(cached):
-        train, fwd = float(cached["train_speedup"]), float(cached["forward_speedup"])
-        why = f"measured on this CPU {cached.get('when', '')}".rstrip()
-    else:
-        with torch.enable_grad():  # the first caller may be an evaluation under no_grad; the timing runs backward
-            train, fwd = _measure()
-        when = time.strftime("%Y-%m-%d")
-        _write_choice(path, key, {"train_speedup": train, "forward_speedup": fwd, "when": when})
-        why = "measured on this CPU now"
-    return KernelChoice(train > 1.0, fwd > 1.0, why, isa, train, fwd)
+    if isinstance(cached, dict) and set(fields) <= set(cached):
+        try:
+            return {k: float(cached[k]) for k in fields}, f"measured on this CPU {cached.get('when', '')}".rstrip()
+        except (TypeError, ValueError):  # an entry that is no number (edited by hand): measured again
+            pass
+    with torch.enable_grad():
+        value = {k: float(v) for k, v in measure().items()}
+    _write_choice(path, key, {**value, "when": time.strftime("%Y-%m-%d")})
+    return value, "measured on this CPU now"
 
 
 def _choice_file() -> Path:

@@ -26,8 +26,8 @@ decay; delta through the UT transform, (I + diag(β) tril(K Kᵀ, −1)) U = dia
 2024). With no hook registered (training, evaluation) it takes the hook-free path, `VariantTransformer._forward_fast`:
 the same function in fewer, larger products (the query as the masked matrix's last row, gated's decay factored as
 gla's, causal, retnet, gated and softmax through the merged W_Qᵀ W_K and W_O W_V, the last layer's query row alone, the
-stream zero-padded to 8 lanes on AVX2: `stream_width`), 1.2-2.4x faster a training step, and 1.2-1.6x more from the
-padding on an AVX2 CPU (experiments/results/bench_train.md).
+stream zero-padded to 8 lanes where that measured faster: `stream_width`), 1.2-2.4x faster a training step, and
+1.2-1.7x more from the padding on an AMD EPYC (experiments/results/bench_train.md).
 `reference_stream` writes every recurrence out token by token, and the tests hold both paths, and the hook-free path's
 gradients, to it. qkv, FULL in other weights, trains on the kernel's fused pass for FULL through its merged maps
 (`FamilyAttention.matrices`, read by interp.params.FULL.layer_maps).
@@ -36,8 +36,11 @@ gradients, to it. qkv, FULL in other weights, trains on the kernel's fused pass 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
+import statistics
+import time
 
 import torch
 from einops import einsum
@@ -51,10 +54,10 @@ except ImportError:  # pragma: no cover - older releases
     from transformer_lens.hook_points import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from interp import params
+from interp import moments, params
 from interp.config import FEATURE_MAPS, ModelConfig  # noqa: F401 - FEATURE_MAPS: where it lived
 from interp.files import InvalidArgument, InvalidType
-from interp.kernel import cpu_capability
+from interp.kernel import cpu_capability, cpu_model
 from interp.model import LinearAttention, LinearTransformer, check_generator, has_hooks, hook_detection, hooks_active
 
 LINEAR_FAMILY = ("qkv", "causal", "retnet", "gated", "gla", "delta")  # a state S read by the query: ŷ linear in x_t
@@ -73,23 +76,53 @@ BETA_BIAS_INIT = 0.0
 # beyond, the exact unfactored forms take over (the scan, or the decay tensor when hook_pattern is wanted).
 GLA_FACTOR_LIMIT = 30.0
 CONSTANT_INIT = {"decay_logit": GATE_BIAS_INIT, "b_gate": GATE_BIAS_INIT, "b_beta": BETA_BIAS_INIT}
-# The hook-free path carries the stream zero-padded to a multiple of STREAM_ALIGN lanes where torch reports AVX2 (8
-# float32 lanes): on an AMD EPYC (AVX2) torch's MKL ran products with 11 output columns 3-5x slower than with 16
-# (experiments/results/bench_train.md, session 34). Elsewhere (AVX-512: not measured yet) the stream keeps its width.
+# The hook-free path carries the stream zero-padded to a multiple of STREAM_ALIGN lanes where that measured faster on
+# this CPU (`padding_speedup`): on an AMD EPYC (AVX2) torch's MKL ran products with 11 output columns 3-5x slower than
+# with 16, and the padded training step was 1.2-1.7x faster (experiments/results/bench_train.md, session 34).
 STREAM_ALIGN = 8
 STREAM_WIDTH_ENV = "INTERP_STREAM_WIDTH"  # an int overrides stream_width (the benchmarks' A/B); 0: unpadded
+STREAM_CHOICE_VERSION = 1  # bump when _measure_padding changes: cached answers are then measured again
 
 
 def stream_width(D: int, device: torch.device | str = "cpu") -> int:
     """The width `VariantTransformer._forward_fast` carries a stream of width D at: D rounded up to a multiple of
-    STREAM_ALIGN on an AVX2 CPU, else D; INTERP_STREAM_WIDTH=w forces max(w, D) on any device (0: D)."""
+    STREAM_ALIGN where that measured faster on this CPU (`padding_speedup`), else D (and on a GPU);
+    INTERP_STREAM_WIDTH=w forces max(w, D) on any device (0: D)."""
     forced = os.environ.get(STREAM_WIDTH_ENV)
     if forced is not None:
         try:
             return max(int(forced), D)
         except ValueError:
             raise InvalidArgument(f"{STREAM_WIDTH_ENV} must be an integer width, got {forced!r}") from None
-    return _aligned(D) if torch.device(device).type == "cpu" and cpu_capability() == "AVX2" else D
+    if torch.device(device).type != "cpu" or _aligned(D) == D:
+        return D
+    return _aligned(D) if padding_speedup(D) > 1.0 else D
+
+
+@functools.cache
+def padding_speedup(D: int) -> float:
+    """The hook-free training step's time with a stream of width D over its time padded to a multiple of STREAM_ALIGN,
+    on this CPU: measured once (`_measure_padding`, about a second) and cached per CPU, ISA and torch version beside
+    the kernel's choice (interp.moments.measured_once)."""
+    key = f"stream v{STREAM_CHOICE_VERSION}|{cpu_model()}|{cpu_capability()}|{torch.__version__}|D={D}"
+    value, _ = moments.measured_once(key, ("padding_speedup",), lambda: {"padding_speedup": _measure_padding(D)})
+    return value["padding_speedup"]
+
+
+def _measure_padding(D: int, B: int = 512, n: int = 20, rounds: int = 9) -> float:
+    """Median forward + backward time of a 2-layer causal model with a ReLU FFN (the attention's and the FFN's
+    products) on B random sequences, at width D over padded, the two timed in turn in this process."""
+    cfg = ModelConfig(d=D - 1, n_layers=2, attention="causal", mlp="relu")
+    model = VariantTransformer(cfg, generator=torch.Generator().manual_seed(0))
+    tokens = torch.randn(B, n + 1, D, generator=torch.Generator().manual_seed(1))
+    times: dict[int, list[float]] = {D: [], _aligned(D): []}
+    for r in range(rounds + 2):
+        for width, spent in times.items():
+            t0 = time.perf_counter()
+            model._forward_fast(tokens, width).square().mean().backward()
+            if r > 1:  # the first two rounds warm up
+                spent.append(time.perf_counter() - t0)
+    return statistics.median(times[D]) / statistics.median(times[_aligned(D)])
 
 
 def _aligned(width: int) -> int:

@@ -5,6 +5,7 @@ trainer's runs of them (exact resume included). float64 and tiny sizes throughou
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 
@@ -81,15 +82,15 @@ def test_the_hook_free_path_has_the_hooked_forwards_gradients(attention, width):
     assert rel_err(fast, hooked) <= 1e-12
 
 
-def test_the_stream_width_pads_to_eight_lanes_on_avx2_only(monkeypatch):
-    """stream_width: D rounded up to a multiple of 8 where torch reports AVX2 (measured faster there), D elsewhere
-    and on a GPU; INTERP_STREAM_WIDTH overrides it (0: unpadded), a bad value is a one-line error naming it."""
+def test_the_stream_is_padded_to_eight_lanes_where_that_measured_faster(monkeypatch):
+    """stream_width: D rounded up to a multiple of 8 where padding measured faster on this CPU, D where it did not and
+    on a GPU; INTERP_STREAM_WIDTH overrides it (0: unpadded), a bad value is a one-line error naming it."""
     monkeypatch.delenv(variants.STREAM_WIDTH_ENV, raising=False)
-    monkeypatch.setattr(variants, "cpu_capability", lambda: "AVX2")
-    assert [variants.stream_width(D) for D in (2, 8, 11, 16, 17)] == [8, 8, 16, 16, 24]
+    for speedup, widths in ((1.4, [8, 8, 16, 16, 24]), (0.8, [2, 8, 11, 16, 17])):
+        monkeypatch.setattr(variants, "padding_speedup", lambda D, s=speedup: s)
+        assert [variants.stream_width(D) for D in (2, 8, 11, 16, 17)] == widths
+    monkeypatch.setattr(variants, "padding_speedup", lambda D: 1.4)
     assert variants.stream_width(11, "cuda") == 11
-    monkeypatch.setattr(variants, "cpu_capability", lambda: "AVX512")
-    assert variants.stream_width(11) == 11
     for value, width in (("0", 11), ("20", 20), ("5", 11)):
         monkeypatch.setenv(variants.STREAM_WIDTH_ENV, value)
         assert variants.stream_width(11) == width
@@ -99,6 +100,26 @@ def test_the_stream_width_pads_to_eight_lanes_on_avx2_only(monkeypatch):
     model, tokens = variant(attention="causal"), small_batch(d=D_SMALL).tokens
     with pytest.raises(interp.InvalidArgument, match="width must be at least the stream's 5, got 4"):
         model._forward_fast(tokens, 4)
+
+
+def test_the_padding_is_measured_once_a_machine_and_cached(monkeypatch, tmp_path):
+    """padding_speedup times the two widths on this CPU once and keeps the answer in the choice cache beside the
+    kernel's (interp.moments.measured_once); a cached answer is read, not measured again."""
+    monkeypatch.delenv(variants.STREAM_WIDTH_ENV, raising=False)
+    monkeypatch.setenv("INTERP_CACHE_DIR", str(tmp_path))
+    variants.padding_speedup.cache_clear()
+    try:
+        measured = variants.padding_speedup(5)
+        assert measured > 0
+        path = tmp_path / "kernel_choice.json"
+        (key,) = [k for k in json.loads(path.read_text()) if k.startswith("stream v")]
+        assert key.endswith("|D=5") and json.loads(path.read_text())[key]["padding_speedup"] == measured
+        for cached, width in ((0.5, 5), (2.0, 8)):
+            path.write_text(json.dumps({key: {"padding_speedup": cached}}))
+            variants.padding_speedup.cache_clear()
+            assert variants.padding_speedup(5) == cached and variants.stream_width(5) == width
+    finally:
+        variants.padding_speedup.cache_clear()
 
 
 def test_a_bad_stream_width_fails_before_a_run_is_written(tmp_path, monkeypatch):
