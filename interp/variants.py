@@ -114,7 +114,7 @@ def _measure_padding(D: int, B: int = 512, n: int = 20, rounds: int = 9) -> floa
     products) on B random sequences, at width D over padded, the two timed in turn in this process."""
     cfg = ModelConfig(d=D - 1, n_layers=2, attention="causal", mlp="relu")
     model = VariantTransformer(cfg, generator=torch.Generator().manual_seed(0))
-    tokens = torch.randn(B, n + 1, D, generator=torch.Generator().manual_seed(1))
+    tokens = torch.randn(B, n + 1, D, generator=torch.Generator().manual_seed(1), dtype=cfg.torch_dtype)
     times: dict[int, list[float]] = {D: [], _aligned(D): []}
     for r in range(rounds + 2):
         for width, spent in times.items():
