@@ -102,7 +102,7 @@ def stream_width(D: int, device: torch.device | str = "cpu") -> int:
 @functools.cache
 def padding_speedup(D: int) -> float:
     """The hook-free training step's time with a stream of width D over its time padded to a multiple of STREAM_ALIGN,
-    on this CPU: measured once (`_measure_padding`, about a second) and cached per CPU, ISA and torch version beside
+    on this CPU: measured once (`_measure_padding`, under a second) and cached per CPU, ISA and torch version beside
     the kernel's choice (interp.moments.measured_once)."""
     key = f"stream v{STREAM_CHOICE_VERSION}|{cpu_model()}|{cpu_capability()}|{torch.__version__}|D={D}"
     value, _ = moments.measured_once(key, ("padding_speedup",), lambda: {"padding_speedup": _measure_padding(D)})
