@@ -1,6 +1,6 @@
 """What the FFN models of the family study compute (issue 52's second question; docs/variants.md):
 
-    OMP_NUM_THREADS=1 python experiments/ffn_readout.py [--eval-seq 50000] [--distill-steps 4000]
+    OMP_NUM_THREADS=1 python experiments/ffn_readout.py [--eval-seq 50000] [--distill-steps 4000] [--fresh]
 
 For every FFN cell of experiments/zoo/family (FULL attention with a linear, ReLU or quadratic FFN after each layer, on
 the paper's task and on the quadratic one; the best seed experiments/family.py exported): each FFN fitted by one linear
@@ -12,12 +12,15 @@ context). Beside them the Table 1 zoo's FULL of that depth, and FULL with its pr
 that fits best (least squares on other sequences): a free output scale, which FULL's parameterization lacks; and
 FULL distilled from the linear and ReLU FFN models of the paper's task (can FULL compute what they do?). Adjusted
 loss as Table 1's (a _quad cell: on its own task against the linear oracle ridge), also by σ group. Writes
-experiments/results/ffn_readout.md and .json.
+experiments/results/ffn_readout.md and .json. A cell whose model file and zoo FULL file (sha256) and settings are those
+of the previous run's json is copied from it, not measured again (a full run takes about 35 minutes); --fresh
+measures every cell.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import platform
@@ -156,6 +159,17 @@ def distilled(
     return student.eval(), skipped
 
 
+def zoo_full(prior: str, L: int) -> Path:
+    """The Table 1 zoo's FULL of that prior and depth, the FFN cell's baseline."""
+    return ROOT / "experiments" / "zoo" / TABLE1_ZOO / prior_slug(prior) / f"full{L}.safetensors"
+
+
+def inputs(path: Path, prior: str) -> dict:
+    """What a cell's numbers come from: the sha256 of its model file and of the zoo FULL it meets (None: none)."""
+    digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None  # noqa: E731
+    return {"model": digest(path), "zoo FULL": digest(zoo_full(prior, load(path).cfg.n_layers))}
+
+
 def measure(path: Path, prior: str, eval_seq: int, distill_steps: int = 0) -> dict:
     model = load(path)
     L, quad = model.cfg.n_layers, 1.0 if "_quad1" in path.stem else 0.0
@@ -166,7 +180,7 @@ def measure(path: Path, prior: str, eval_seq: int, distill_steps: int = 0) -> di
     for l in range(L):
         for where in ("query", "context"):
             predictors[f"FFN {l + 1} off at the {where}"] = ffn_off(model, l, where)
-    full_path = ROOT / "experiments" / "zoo" / TABLE1_ZOO / prior_slug(prior) / f"full{L}.safetensors"
+    full_path = zoo_full(prior, L)
     scale = None
     if full_path.is_file():
         full = load(full_path)
@@ -199,6 +213,7 @@ def measure(path: Path, prior: str, eval_seq: int, distill_steps: int = 0) -> di
     }
     return {
         "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
+        "inputs": inputs(path, prior),
         "prior": prior,
         "layers": L,
         "quad": quad,
@@ -212,13 +227,27 @@ def measure(path: Path, prior: str, eval_seq: int, distill_steps: int = 0) -> di
     }
 
 
+def reusable(path: Path, eval_seq: int, distill_steps: int) -> dict[tuple[str, str], dict]:
+    """The cells of an earlier ffn_readout.json measured with the same settings, by (model file, prior); {} where there
+    is none, it is unreadable, or its settings differ."""
+    try:
+        earlier = json.loads(path.read_text())
+        if (earlier["meta"]["eval_seq"], earlier["meta"]["distill_steps"]) != (eval_seq, distill_steps):
+            return {}
+        return {(str((ROOT / c["file"]).resolve()), c["prior"]): c for c in earlier["cells"] if "inputs" in c}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 def render(cells: list[dict], meta: dict) -> str:
     text = ["# What the FFN models compute", ""]
     text.append(
         "Written by `OMP_NUM_THREADS=1 python experiments/ffn_readout.py "
         f"--eval-seq {meta['eval_seq']} --distill-steps {meta['distill_steps']}` in "
-        f"{meta['wall_s']:.0f} s on {meta['machine']['cpu']} ({meta['machine']['cpu_capability']}, one thread), from "
-        "the best seed of each FFN cell in `experiments/zoo/family` (written by `experiments/family.py`). Adjusted "
+        f"{meta['wall_s']:.0f} s on {meta['machine']['cpu']} ({meta['machine']['cpu_capability']}, one thread; "
+        f"{meta.get('reused', 0)} of the {len(cells)} cells reused from the previous run: the same model and zoo FULL "
+        "files, by sha256, and the same settings; `--fresh` measures all), from the best seed of each FFN cell in "
+        "`experiments/zoo/family` (written by `experiments/family.py`). Adjusted "
         f"loss on {meta['eval_seq']} sequences (seed 0; a _quad cell on its quadratic task, against the linear oracle "
         f"ridge); the FFN fits and FULL's output scale on {FIT_SEQ} others (seed 1)."
     )
@@ -306,25 +335,33 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--zoo", type=Path, default=FAMILY_ZOO)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--fresh", action="store_true", help="measure every cell again (default: reuse unchanged ones)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    cells = []
+    earlier = {} if args.fresh else reusable(args.out / "ffn_readout.json", args.eval_seq, args.distill_steps)
+    cells, reused = [], 0
     for prior in PRIORS:
         folder = args.zoo / prior_slug(prior)
         for path in sorted(folder.glob("lsa_*.safetensors")) if folder.is_dir() else []:
             if any(path.stem.startswith(f"lsa_{f}") for f in FFNS):
-                cells.append(measure(path, prior, args.eval_seq, args.distill_steps))
+                cell = earlier.get((str(path.resolve()), prior))
+                if cell is not None and cell.get("inputs") == inputs(path, prior):
+                    cells.append(cell)  # the same model and baseline files, the same settings: the same numbers
+                    reused += 1
+                else:
+                    cells.append(measure(path, prior, args.eval_seq, args.distill_steps))
     meta = {
         "eval_seq": args.eval_seq,
         "distill_steps": args.distill_steps,
         "machine": {"cpu": kernel.cpu_model() or platform.processor(), "cpu_capability": kernel.cpu_capability()},
         "wall_s": time.perf_counter() - t0,
+        "reused": reused,
     }
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out / "ffn_readout.json", json.dumps({"meta": meta, "cells": cells}, indent=1) + "\n")
     atomic_write_text(args.out / "ffn_readout.md", render(cells, meta) + "\n")
-    print(f"{len(cells)} FFN cells in {meta['wall_s']:.0f} s: {args.out / 'ffn_readout.md'}")
+    print(f"{len(cells)} FFN cells ({reused} reused) in {meta['wall_s']:.0f} s: {args.out / 'ffn_readout.md'}")
     return 0
 
 

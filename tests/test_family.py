@@ -237,6 +237,21 @@ def test_the_ffn_readout_script_sees_a_linear_ffn_and_switches_ffns_off(tmp_path
         "FULL distilled from its attention" in rows
         and "## Can FULL compute it?" in (tmp_path / "out" / "ffn_readout.md").read_text()
     )
+    # a second run copies the unchanged cell; a changed model file, other settings or --fresh measure it again
+    args = ["--eval-seq", "256", "--distill-steps", "3", "--zoo", str(tmp_path), "--out", str(tmp_path / "out")]
+    out = lambda: json.loads((tmp_path / "out" / "ffn_readout.json").read_text())  # noqa: E731
+    script.main(args)
+    assert out()["meta"]["reused"] == 1 and out()["cells"] == [cell]
+    for again in (args + ["--fresh"], ["--eval-seq", "128", *args[2:]]):
+        script.main(again)
+        assert out()["meta"]["reused"] == 0
+    script.main(args)  # back at 256 sequences after a run at 128: measured again, not the 128's numbers
+    assert out()["meta"]["reused"] == 0 and out()["cells"][0]["rows"] == cell["rows"]
+    with torch.no_grad():
+        model.blocks[1].mlp.W_out.mul_(2.0)
+    save_checkpoint(tmp_path / "uniform5" / "lsa_relu2.safetensors", model, step=1)
+    script.main(args)
+    assert out()["meta"]["reused"] == 0 and out()["cells"][0]["inputs"]["model"] != cell["inputs"]["model"]
 
 
 def test_the_family_script_prints_an_undefined_implied_lambda_as_a_dash():
