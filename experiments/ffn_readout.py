@@ -213,7 +213,6 @@ def measure(path: Path, prior: str, eval_seq: int, distill_steps: int = 0) -> di
     }
     return {
         "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
-        "inputs": inputs(path, prior),
         "prior": prior,
         "layers": L,
         "quad": quad,
@@ -345,12 +344,12 @@ def main(argv=None) -> int:
         folder = args.zoo / prior_slug(prior)
         for path in sorted(folder.glob("lsa_*.safetensors")) if folder.is_dir() else []:
             if any(path.stem.startswith(f"lsa_{f}") for f in FFNS):
-                cell = earlier.get((str(path.resolve()), prior))
-                if cell is not None and cell.get("inputs") == inputs(path, prior):
+                cell, now = earlier.get((str(path.resolve()), prior)), inputs(path, prior)
+                if cell is not None and cell.get("inputs") == now:
                     cells.append(cell)  # the same model and baseline files, the same settings: the same numbers
                     reused += 1
                 else:
-                    cells.append(measure(path, prior, args.eval_seq, args.distill_steps))
+                    cells.append({**measure(path, prior, args.eval_seq, args.distill_steps), "inputs": now})
     meta = {
         "eval_seq": args.eval_seq,
         "distill_steps": args.distill_steps,

@@ -577,7 +577,8 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, progress:
         cfg = presets.resolve(cfg)  # bad configs fail before anything is created
         check_device(cfg.device)
         check_memory(cfg)
-    stream_width(cfg.model.d_model, cfg.device)  # a bad INTERP_STREAM_WIDTH fails here, before any file is written
+    if not cfg.model.is_lsa:  # a bad INTERP_STREAM_WIDTH fails here, before any file is written
+        stream_width(cfg.model.d_model, cfg.device)
     with run.lock():
         return _train(cfg, run, resume, progress)
 
