@@ -37,7 +37,7 @@ from interp.evaluate import adjusted_losses, sigma_profile
 from interp.model import LinearTransformer
 from interp.probes.drift import EVAL_SEED, DriftData, drift_record, drift_trajectory, register_directions
 from interp.probes.forms import diag_projection
-from interp.records import jsonable
+from interp.records import jsonable, rounded
 from interp.run import Run, load, resolve_model
 
 ROOT = Path(__file__).resolve().parent
@@ -138,20 +138,9 @@ def trajectory_metrics(run: Path, args) -> dict:
     if args.max_checkpoints:  # the per-layer gap (L + 3 models per checkpoint otherwise) at the last checkpoint only
         doc["checkpoints"][-1] = drift_record(traj[-1][0], traj[-1][1], data, per_layer_gap=True).to_json()
     doc["seconds"] = round(time.time() - t0, 1)
-    path.write_text(json.dumps(rounded(doc), allow_nan=False, separators=(",", ":")) + "\n")
+    path.write_text(json.dumps(rounded(doc, 6), allow_nan=False, separators=(",", ":")) + "\n")
     print(f"[drift] {run_name(run)}: {len(traj)} checkpoints in {doc['seconds']} s")
     return doc
-
-
-def rounded(x, digits: int = 6):
-    """Floats to `digits` significant digits (the caches stay small; the metrics carry less precision than that)."""
-    if isinstance(x, float):
-        return float(f"{x:.{digits}g}")
-    if isinstance(x, dict):
-        return {k: rounded(v, digits) for k, v in x.items()}
-    if isinstance(x, list):
-        return [rounded(v, digits) for v in x]
-    return x
 
 
 def at_step(doc: dict, step: int) -> dict:

@@ -34,6 +34,7 @@ from interp.evalset import EvalSet
 from interp.evaluate import LossEstimate, adjusted_losses
 from interp.files import atomic_write_text
 from interp.probes.readout import implied_ridge, jacobian_readout, readout_summary
+from interp.records import rounded
 from interp.render import markdown, number
 from interp.report import data as report_data
 from interp.run import Run, load
@@ -48,6 +49,7 @@ FAMILY_ZOO = ROOT / "experiments" / "zoo" / "family"
 # full<L>_<prior slug>_s<seed>: the Table 1 grid's runs, whose seed 0, 1, 2 give FULL of as many seeds as a cell has
 TABLE1_GRID = ROOT / "experiments" / "table1_grid"
 RESULTS = ROOT / "experiments" / "results"
+JSON_DIGITS = 12  # variants.json's floats: the last bits differ between runs of the same code (interp.records.rounded)
 PROBE_SEQ = 512  # sequences of the probes (linearity, readout, token weights, cosine)
 
 
@@ -317,6 +319,7 @@ def main(argv=None) -> int:
     meta["wall_s"] = time.perf_counter() - t0
     args.out.mkdir(parents=True, exist_ok=True)
     doc = {"meta": meta, "cells": [{"prior": k[0], "variant": k[1], **v} for k, v in sorted(cells.items())]}
+    doc = rounded(doc, JSON_DIGITS)
     atomic_write_text(args.out / "variants.json", json.dumps(doc, indent=1, default=_jsonable) + "\n")
     md = args.out / "variants.md"
     atomic_write_text(md, render(cells, meta) + kept_answers(md))

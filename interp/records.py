@@ -31,6 +31,19 @@ def jsonable(x):
     return x
 
 
+def rounded(x, digits: int):
+    """Floats to `digits` significant digits, through dicts, lists and tuples: what a study writes as JSON carries no
+    more precision than it measured, and its last bits (which differ between runs of the same code: MKL picks its
+    kernels by alignment) do not rewrite the file on every rerun."""
+    if isinstance(x, float) and math.isfinite(x):
+        return float(f"{x:.{digits}g}")
+    if isinstance(x, dict):
+        return {k: rounded(v, digits) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [rounded(v, digits) for v in x]
+    return x
+
+
 class Record:
     """Mixin for dataclasses: `to_json()` and `cls.from_json(dict)`. Optional fields left at None are omitted."""
 

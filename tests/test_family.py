@@ -13,6 +13,7 @@ import torch
 from interp.config import ModelConfig, TrainConfig
 from interp.model import LinearTransformer
 from interp.presets import resolve
+from interp.records import rounded
 from interp.sweep.grid import SweepError, expand, load_grid_file
 from interp.tasks import sample_tasks
 
@@ -81,6 +82,7 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     out = tmp_path / "out"
     family.main(["--root", str(root), "--eval-seq", "500", "--out", str(out), "--zoo", str(tmp_path / "zoo")])
     doc = json.loads((out / "variants.json").read_text())
+    assert doc == rounded(doc, family.JSON_DIGITS)  # 12 significant digits: a rerun does not rewrite the last bits
     cells = {c["variant"]: c for c in doc["cells"]}
     assert set(cells) == {"retnet", "lsa_quadratic_quad1"}
     assert cells["retnet"]["ratio_to_bayes"] > 1 and cells["lsa_quadratic_quad1"]["ratio_to_bayes"] is None
