@@ -15,6 +15,8 @@ import pytest
 import torch
 
 from interp import checkpoints as ck
+from interp.evalset import EvalSet
+from interp.evaluate import evaluate
 from interp.run import Run, load
 from interp.sweep import (
     RAY_MISSING,
@@ -462,11 +464,30 @@ def test_ray_resources_no_node_has_are_refused(tmp_path, ray_local):
 
 
 @pytest.mark.slow
+def logging_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = 0) -> dict:
+    """run_task, noting each run's name in <root>/taken.txt as a worker takes it."""
+    with open(Path(run_dir).parent / "taken.txt", "a") as f:
+        f.write(Path(run_dir).name + "\n")
+    return run_task(run_dir, cfg, threads, eval_seq)
+
+
+def test_a_trained_run_is_evaluated_before_runs_still_to_train(tmp_path):
+    """A run trained to its last step but not evaluated (no cache entry) needs only its evaluation: the workers take it
+    before the runs that still train, whatever the grid's order, so the summary fills in first."""
+    options = dict(arch="diag", layers=1, seed=[0, 1, 2], steps=4, batch=32, checkpoints=2)
+    specs = expand(options)
+    root = tmp_path / "root"
+    train(specs[2].cfg, root / specs[2].name, progress=False)  # the grid's last run, trained outside the sweep
+    states = sweep(specs, root, workers=1, eval_seq=200, progress=False, task=logging_task)
+    assert [s.status for s in states] == ["done"] * 3 and [s.spec.name for s in states] == [s.name for s in specs]
+    assert (root / "taken.txt").read_text().split() == [specs[2].name, specs[0].name, specs[1].name]
+    trained = load(root / specs[2].name)
+    want = evaluate({"m": trained}, EvalSet("uniform:5", n_seq=200, seed=0))["m"].mean
+    assert states[2].adjusted["mean"] == pytest.approx(want, rel=1e-9)
+
+
 def test_table_from_a_root(tmp_path, capsys):
     """interp table: best of seeds per cell, its median and worst sequence, cross-checked with evaluate()."""
-    from interp.evalset import EvalSet
-    from interp.evaluate import evaluate
-
     root = tmp_path / "root"
     for seed, steps in ((0, 2), (1, 40)):  # seed 1 trains longer, so it is the better seed
         opts = dict(arch="diag", layers=1, seed=seed, steps=steps, batch=256, checkpoints=2)

@@ -21,7 +21,7 @@ from interp.config import TrainConfig
 from interp.evalcache import CACHE_FILE, run_loss
 from interp.run import Run
 from interp.sweep.grid import SweepError
-from interp.sweep.planning import RunState
+from interp.sweep.planning import RunState, dispatch_order
 from interp.sweep.progress import Progress
 from interp.sweep.summary import EVAL_SEQ
 from interp.train import extend, train
@@ -171,7 +171,7 @@ def run_local(
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload(["interp.sweep"])
-    queue = deque(s for s in states if s.status == "queued")
+    queue = deque(dispatch_order(states))
     running: dict[str, tuple[Any, Any, RunState]] = {}
     with _terminate_as_interrupt():
         _run_local_loop(ctx, queue, running, args_of, workers, retries, view, task)
@@ -254,9 +254,8 @@ def run_ray(
         remote = ray.remote(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=retries, retry_exceptions=False)(
             task
         )
-        for state in states:
-            if state.status == "queued":
-                pending[remote.remote(*args_of(state))] = state
+        for state in dispatch_order(states):
+            pending[remote.remote(*args_of(state))] = state
         view.watch = set(pending.values())  # queued in Ray until their metrics file changes
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)

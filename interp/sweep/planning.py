@@ -29,6 +29,7 @@ class RunState:
     error: str | None = None
     seconds: float | None = None
     extend: bool = False  # finished, and `interp.train.extend` adds the phase its preset has since given it
+    trained: bool = False  # trained to its last step, not yet evaluated: a worker only evaluates it
 
     def summary(self) -> dict:
         return {
@@ -66,6 +67,12 @@ def plan(specs: list[RunSpec], root: str | Path) -> list[RunState]:
         more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
         raise SweepError(f"{conflicts[0]}{more}; use another --root or remove the directory, nothing was started")
     return states
+
+
+def dispatch_order(states: list[RunState]) -> list[RunState]:
+    """The queued runs in the order the workers take them: the trained ones first (each needs only its evaluation,
+    seconds, so the summary and the end table fill in before hours of training), then the grid's order."""
+    return sorted((s for s in states if s.status == "queued"), key=lambda s: not s.trained)  # stable
 
 
 # A config key (flattened, "model.param") as the sweep's options name it ("arch"); the others keep their key.
