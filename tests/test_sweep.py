@@ -463,7 +463,6 @@ def test_ray_resources_no_node_has_are_refused(tmp_path, ray_local):
     assert not (tmp_path / "cpu" / specs()[0].name).exists()  # nothing was started
 
 
-@pytest.mark.slow
 def logging_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = 0) -> dict:
     """run_task, noting each run's name in <root>/taken.txt as a worker takes it."""
     with open(Path(run_dir).parent / "taken.txt", "a") as f:
@@ -471,6 +470,7 @@ def logging_task(run_dir: str, cfg: dict, threads: int = 1, eval_seq: int = 0) -
     return run_task(run_dir, cfg, threads, eval_seq)
 
 
+@pytest.mark.slow
 def test_a_trained_run_is_evaluated_before_runs_still_to_train(tmp_path):
     """A run trained to its last step but not evaluated (no cache entry) needs only its evaluation: the workers take it
     before the runs that still train, whatever the grid's order, so the summary fills in first."""
@@ -486,6 +486,7 @@ def test_a_trained_run_is_evaluated_before_runs_still_to_train(tmp_path):
     assert states[2].adjusted["mean"] == pytest.approx(want, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_table_from_a_root(tmp_path, capsys):
     """interp table: best of seeds per cell, its median and worst sequence, cross-checked with evaluate()."""
     root = tmp_path / "root"

@@ -119,11 +119,12 @@ def sweep(
         if s.status != "queued" or not Run(s.run_dir).is_complete() or s.extend:
             continue
         hit = run_loss(s.run_dir, eval_seq, cache=cache, compute=False) if eval_seq else None
-        s.trained = hit is None and bool(eval_seq)
-        if hit is not None or not eval_seq:  # finished and evaluated: nothing to do (else a worker evaluates it)
+        if hit is not None or not eval_seq:  # finished and evaluated: nothing to do
             seconds = previous.get(s.spec.name, {}).get("seconds")
             s.status, s.step, s.adjusted = "done", s.steps, None if hit is None else hit.to_dict()
             s.seconds = seconds if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None
+        else:  # finished, not evaluated: a worker only evaluates it, before the runs still to train
+            s.trained = True
     root.mkdir(parents=True, exist_ok=True)
     if not os.access(root, os.W_OK | os.X_OK):
         raise SweepError(f"--root: {root} is not a writable directory")
