@@ -306,9 +306,13 @@ def cmd_eval(args) -> int:
             path=path,
             step=m.step,
             arch=cfg.param,
+            family=cfg.family_label,
             layers=cfg.n_layers,
             trained_on=m.noise,
-            paper=paper_value(cfg.param, noise, cfg.n_layers, d, n, x_cov) if in_dist and not quad else None,
+            # Table 1 has the paper's models only: a family variant (qkv, retnet, an FFN, ...) has no paper value
+            paper=paper_value(cfg.param, noise, cfg.n_layers, d, n, x_cov)
+            if in_dist and cfg.is_lsa and not quad
+            else None,
         )
     tuning = None
     if names:
@@ -419,13 +423,12 @@ CSV_FIELDS = (
 
 
 def _what(info: dict) -> str:
-    """A predictor in words: a model's architecture (its label, interp.params) and depth, a baseline's parameters as
-    interp.tuning tunes and prints them (interp table prints the same)."""
-    from interp.params import of
+    """A predictor in words: a model's architecture (ModelConfig.family_label: "FULL", "delta", "FULL+relu FFN") and
+    depth, a baseline's parameters as interp.tuning tunes and prints them (interp table prints the same)."""
     from interp.tuning import format_param
 
     if info["kind"] == "model":
-        return f"{of(info['arch']).label} L={info['layers']}"
+        return f"{info['family']} L={info['layers']}"
     return ", ".join(f"{k}={format_param(v)}" for k, v in info["params"].items())
 
 

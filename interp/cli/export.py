@@ -34,7 +34,8 @@ def cmd_export(args) -> int:
     run = Run(args.run)
     note = run.training_note()
     m = resolve_model(run.export(out))  # a CheckpointError (an unreadable run) is one line, exit 2, as everywhere
-    print(f"wrote {out}: {m.model.cfg.param} L={m.model.cfg.n_layers}, step {m.step} of {m.config.steps}, {m.noise}")
+    cfg = m.model.cfg
+    print(f"wrote {out}: {cfg.family_label} L={cfg.n_layers}, step {m.step} of {m.config.steps}, {m.noise}")
     if note:
         print(f"interp export: note: {note}; exported the last checkpoint on disk")
     return 0

@@ -226,3 +226,25 @@ def test_models_trained_on_different_n_or_priors_need_the_flag(tmp_path, capsys)
     loose.write_bytes(Run(a).last_checkpoint().read_bytes())
     rc, out, err = run(["eval", a, loose, "--no-baselines", "--n-seq", "200", "--json"], capsys)
     assert rc == 0 and json.loads(out)["n"] == 40, err
+
+
+@pytest.mark.parametrize("attention, mlp, label", [("retnet", "none", "retnet"), ("lsa", "relu", "FULL+relu FFN")])
+def test_a_family_model_is_named_by_its_variant_and_has_no_paper_value(tmp_path, capsys, attention, mlp, label):
+    """A model of the linear-attention family is written as what it is, never as the paper's FULL, and gets no Table 1
+    value (Table 1 has the paper's models only); the paper's FULL of the same depth beside it keeps its value."""
+    from interp.config import ModelConfig
+    from interp.variants import build
+
+    variant = build(
+        ModelConfig(d=10, n_layers=2, attention=attention, mlp=mlp), generator=torch.Generator().manual_seed(0)
+    )
+    full = LinearTransformer(ModelConfig(d=10, n_layers=2))
+    for name, model in (("variant", variant), ("full", full)):
+        save_checkpoint(tmp_path / f"{name}.safetensors", model, step=1, noise="uniform:5", seed=0)
+    paths = [tmp_path / "variant.safetensors", tmp_path / "full.safetensors"]
+    rc, out, err = run(["eval", *paths, "--n-seq", "200", "--no-baselines", "--json", tmp_path / "r.json"], capsys)
+    assert rc == 0, err
+    info = json.loads((tmp_path / "r.json").read_text())["predictors"]
+    assert info["variant.safetensors"]["paper"] is None and info["full.safetensors"]["paper"] == pytest.approx(0.245)
+    row = lambda name: next(line for line in out.splitlines() if line.startswith(name))  # noqa: E731
+    assert f" {label} L=2 " in row("variant.safetensors") and " FULL L=2 " in row("full.safetensors")

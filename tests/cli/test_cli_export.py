@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from interp.config import TrainConfig
+from interp.config import ModelConfig, TrainConfig
 from interp.run import Run, resolve_model
+from interp.variants import build
 from tests.helpers import random_diag, run_cli
 
 
@@ -26,12 +27,29 @@ def test_export_writes_the_last_checkpoint_with_the_runs_config(tmp_path, capsys
     out.parent.mkdir()
     code, stdout, err = run_cli(capsys, "export", run.path, "-o", out)
     assert code == 0, err
-    assert f"wrote {out}: diag L=2, step 7 of 7, categorical:1,3" in stdout
+    assert f"wrote {out}: DIAG L=2, step 7 of 7, categorical:1,3" in stdout
     m = resolve_model(out)
     assert m.run is None and m.config == run.config() and (m.noise, m.n, m.step) == ("categorical:1,3", 12, 7)
     assert all(torch.equal(a, b) for a, b in zip(m.model.state_dict().values(), models[7].state_dict().values()))
     code, stdout, err = run_cli(capsys, "eval", out, "--eval-seq", "200", "--no-baselines")
     assert code == 0 and "categorical:1,3" in stdout, err  # the file says what it was trained on
+
+
+def test_a_family_run_exports_as_its_variant(tmp_path, capsys):
+    """A DeltaNet run exports as DeltaNet: named so, and the file holds the same weights and config."""
+    model = build(ModelConfig(d=3, n_layers=2, attention="delta"), generator=torch.Generator().manual_seed(1))
+    run = Run(tmp_path / "run")
+    run.path.mkdir()
+    cfg = TrainConfig(model=model.cfg, noise="uniform:1", n=12, steps=3, seed=0)
+    run.write_config(cfg)
+    run.save_checkpoint(model, 3, cfg)
+    out = tmp_path / "delta2.safetensors"
+    code, stdout, err = run_cli(capsys, "export", run.path, "-o", out)
+    assert code == 0, err
+    assert f"wrote {out}: delta L=2, step 3 of 3, uniform:1" in stdout
+    m = resolve_model(out)
+    assert m.model.cfg == model.cfg and m.config == run.config()
+    assert all(torch.equal(a, b) for a, b in zip(m.model.state_dict().values(), model.state_dict().values()))
 
 
 def test_export_errors_are_one_line_naming_the_argument(tmp_path, capsys):
