@@ -709,9 +709,10 @@ class _Diverged(Exception):
 MAX_ROLLBACKS = 3
 
 
-def _fresh_state(cfg: TrainConfig, run: Run, lr_scale: float) -> _AdamState:
-    """Step 0: the init, a fresh Adam, the data stream torch.Generator(seed + 1), an empty metrics log."""
-    model = _init_model(cfg).to(cfg.device)
+def _fresh_state(cfg: TrainConfig, run: Run, lr_scale: float, init: LinearTransformer | None = None) -> _AdamState:
+    """Step 0: the init (`init`, else _init_model's), a fresh Adam, the data stream torch.Generator(seed + 1), an empty
+    metrics log."""
+    model = (_init_model(cfg) if init is None else init).to(cfg.device)
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed + 1)
     atomic_write_text(run.metrics_path, "")
     return _AdamState(model, adam(model.parameters(), cfg.lr), gen, 0, [], lr_scale)
@@ -756,9 +757,10 @@ def _train(cfg: TrainConfig, run: Run, resume: bool, progress: bool) -> TrainRes
         raise CheckpointError(f"{run_dir}: already holds files; resume that run or choose another directory")
     cfg = presets.resolve(cfg)
     check_device(cfg.device)
-    if not resume:
+    if not resume:  # a refused --init (another model, another shape) fails before the run's config is written
+        init = _init_model(cfg)
         run.write_config(cfg)
-    state = _resumed_state(cfg, run) if resume else _fresh_state(cfg, run, 1.0)
+    state = _resumed_state(cfg, run) if resume else _fresh_state(cfg, run, 1.0, init)
     machine = training_path(cfg)
     # Adam finished, yet no final checkpoint (deleted): where the last phase writes it (a polish, an embedding) it is
     # written again below; else it is the resume state's model itself, restored bit for bit.

@@ -165,5 +165,9 @@ def _print_train_summary(result) -> None:
     print(f"eval on fresh sequences: adjusted loss {loss(est.mean, est.stderr, data.n_seq, where)}")
     if cfg.device == "cpu":
         from interp.moments import kernel_choice
+        from interp.train import kernel_takes
 
-        print(f"training path: {kernel_choice().describe()}")
+        if kernel_takes(cfg):  # the paper's models and qkv (FULL's function): the fused pass where it measured faster
+            print(f"training path: {kernel_choice().describe()}")
+        else:  # the rest of the family: autograd through the hook-free forward (interp.variants)
+            print(f"training path: torch (autograd, the {cfg.model.family_label} model's hook-free forward)")

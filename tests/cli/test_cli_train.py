@@ -49,6 +49,22 @@ def test_d_mismatch_with_init_checkpoint(capsys, tmp_path, ckpt):
         capsys, "train", "--init", str(ckpt), "--d", "10", "--layers", "2", "--out", str(tmp_path / "r")
     )
     assert code == 2 and "--d" in err and "d=3" in err and err.count("\n") == 1
+    assert not Run.is_run(tmp_path / "r")  # refused before the run's config is written: the same --out takes a fix
+
+
+def test_a_refused_family_init_leaves_no_run_and_the_family_trains_on_torch(capsys, tmp_path):
+    """--init of another variant is refused in one line before anything of the run is written, so the corrected
+    command trains into the same --out; its summary names the path that trained it (autograd, not FULL's kernel)."""
+    small = ["--layers", "1", "--d", "2", "--n", "4", "--batch", "8", "--steps", "2", "--no-progress"]
+    code, _, err = run_cli(capsys, "train", *small, "--attention", "gated", "--out", tmp_path / "gated")
+    assert code == 0, err
+    argv = ["train", *small, "--init", tmp_path / "gated", "--out", tmp_path / "r"]
+    code, _, err = run_cli(capsys, *argv, "--attention", "retnet")
+    assert code == 2 and err.count("\n") == 1 and "is a gated model, the run a retnet" in err
+    assert not Run.is_run(tmp_path / "r")
+    code, out, err = run_cli(capsys, *argv, "--attention", "gated")
+    assert code == 0, err
+    assert "training path: torch (autograd, the gated model's hook-free forward)" in out
 
 
 def test_unreadable_or_corrupt_init(capsys, tmp_path):
