@@ -31,9 +31,10 @@ from interp.sweep import (
     run_name,
     run_task,
     sweep,
+    unmatched_where,
 )
 from interp.train import train
-from tests.helpers import random_diag, run_cli
+from tests.helpers import EXPERIMENTS, random_diag, run_cli
 
 TINY = dict(d=4, n=8, batch=64, steps=40, save_every=10, checkpoints=5)
 VICTIM = "diag1_uniform5_s1"  # the run dying_task kills once, after its step-20 resume save
@@ -163,6 +164,36 @@ def test_grid_file_and_its_errors(tmp_path, capsys):
     bad.write_text("arch = [full\n")
     code, _, err = run_cli(capsys, "sweep", "--root", tmp_path / "r", "--grid", bad)
     assert code == 2 and err.count("\n") == 1 and "cannot read grid file" in err
+
+
+def test_a_where_that_matches_no_run_is_said(tmp_path, capsys):
+    """An override's where value that no run can have (a typo: kernel-norm, the run name's slug, for kernel_norm) skips
+    nothing; interp sweep says so, one note per value, and plans the grid as written. Values an override sets, an
+    option's default and a noise prior's other spelling all match."""
+    options = {"arch": "full", "layers": [1, 2], "attention": ["retnet", "kernel_norm"], "noise": "uniform:1"}
+    overrides = [
+        {"where": {"attention": ["kernel-norm", "retnet"], "layers": 2, "noise": "uniform:1.0"}, "skip": True},
+        {"where": {"layers": 1}, "mlp": "relu"},
+        {"where": {"mlp": "relu", "quad": 0.0, "layers": 7}, "lr": 1e-3},
+    ]
+    assert unmatched_where(options, overrides) == [
+        "override 1: where attention = 'kernel-norm' matches no run (the grid's attention: 'retnet', 'kernel_norm')",
+        "override 3: where layers = 7 matches no run (the grid's layers: 1, 2)",
+    ]
+    assert len(expand(options, overrides)) == 3  # 4 runs less retnet-2: kernel_norm-2 stays, the typo skips nothing
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        'layers = [1, 2]\nattention = ["retnet", "kernel_norm"]\n\n'
+        '[[override]]\nwhere = { attention = "kernel-norm" }\nskip = true\n'
+    )
+    code, out, err = run_cli(capsys, "sweep", "--root", tmp_path / "r", "--grid", grid, "--dry-run")
+    assert code == 0 and out.endswith("4 runs\n")
+    note = "override 1: where attention = 'kernel-norm' matches no run (the grid's attention: 'retnet', 'kernel_norm')"
+    assert err == f"interp sweep: note: {grid}: {note}\n"
+    code, _, err = run_cli(
+        capsys, "sweep", "--root", tmp_path / "r", "--grid", EXPERIMENTS / "family_grid.toml", "--dry-run"
+    )
+    assert code == 0 and err == ""  # the shipped grid's every where value names a run
 
 
 def test_changed_setting_is_refused_and_nothing_written(tmp_path, capsys):

@@ -78,10 +78,22 @@ def _non_negative(text: str) -> int:
 
 def cmd_sweep(args) -> int:
     from interp.run import Run
-    from interp.sweep import EVAL_SEQ, OPTIONS, SWEEP_FILE, end_table, expand, load_grid_file, plan, sweep
+    from interp.sweep import (
+        EVAL_SEQ,
+        OPTIONS,
+        SWEEP_FILE,
+        end_table,
+        expand,
+        load_grid_file,
+        plan,
+        sweep,
+        unmatched_where,
+    )
 
     options, overrides = load_grid_file(args.grid) if args.grid else ({}, [])
     options.update({k: v for k, v in vars(args).items() if k in OPTIONS})
+    for line in unmatched_where(options, overrides):  # a typo in a where changes no run: said before any work
+        print(f"interp sweep: note: {args.grid}: {line}", file=sys.stderr)
     eval_seq = EVAL_SEQ if args.eval_seq is None else args.eval_seq
     if args.backend == "local" and (args.address or args.cpus_per_run or args.gpus_per_run):
         flag = "--address" if args.address else "--cpus-per-run" if args.cpus_per_run else "--gpus-per-run"

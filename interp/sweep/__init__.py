@@ -22,7 +22,7 @@ from interp.evalcache import CACHE_FILE, open_cache, run_loss
 from interp.files import InterpError, InvalidType, as_path
 from interp.run import Run
 from interp.sweep.executors import RAY_MISSING, Task, refuse_when_bootstrapping, run_local, run_ray, run_task
-from interp.sweep.grid import NAME_AXES, RunSpec, SweepError, expand, load_grid_file, run_name
+from interp.sweep.grid import NAME_AXES, RunSpec, SweepError, expand, load_grid_file, run_name, unmatched_where
 from interp.sweep.planning import RunState, last_step, plan
 from interp.sweep.progress import Progress
 from interp.sweep.summary import EVAL_SEQ, SWEEP_FILE, end_table, read_summary
@@ -163,6 +163,7 @@ __all__ = [
     "plan",
     "run_local",
     "run_name",
+    "unmatched_where",
     "run_ray",
     "run_task",
     "sweep",

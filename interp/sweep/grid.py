@@ -149,6 +149,29 @@ def expand(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = 
     return specs
 
 
+def unmatched_where(options: Mapping[str, Any], overrides: Iterable[Mapping[str, Any]] = ()) -> list[str]:
+    """Each value an override's `where` names that no run of the grid can have (neither among the grid's values of that
+    option, its default, nor a value an override sets): a typo there (attention = "kernel-norm" for "kernel_norm")
+    would skip or change no run and say nothing. One line each, for `interp sweep` to print as a note (not an error: a
+    grid trimmed for a quick try keeps overrides for the values it left out)."""
+    have: dict[str, list] = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in options.items()}
+    for o in overrides:
+        for k, v in o.items():
+            if k not in ("where", "skip"):
+                have.setdefault(k, []).append(v)
+    out = []
+    for i, o in enumerate(overrides, 1):
+        for k, v in o.get("where", {}).items() if isinstance(o.get("where", {}), Mapping) else ():
+            if k not in OPTIONS:  # expand() names it
+                continue
+            values = have.get(k, []) + ([] if k in options else [_default(k)])
+            for x in v if isinstance(v, list) else [v]:
+                if not any(_canonical(k, x) == _canonical(k, h) for h in values):
+                    listed = ", ".join(repr(h) for h in dict.fromkeys(values))
+                    out.append(f"override {i}: where {k} = {x!r:.60} matches no run (the grid's {k}: {listed:.200})")
+    return out
+
+
 def run_name(opts: Mapping[str, Any], swept: Iterable[str] = ()) -> str:
     """{arch}{layers}_{prior}_s{seed}, then _{option}{value} for each varied option: full4_uniform5_s0_lr0.002."""
     get = lambda k: opts.get(k, _default(k))  # noqa: E731
