@@ -167,7 +167,7 @@ def unmatched_where(options: Mapping[str, Any], overrides: Iterable[Mapping[str,
             values = have.get(k, []) + ([] if k in options else [_default(k)])
             for x in v if isinstance(v, list) else [v]:
                 if not any(_canonical(k, x) == _canonical(k, h) for h in values):
-                    listed = ", ".join(repr(h) for h in dict.fromkeys(values))
+                    listed = ", ".join(repr(h) for j, h in enumerate(values) if h not in values[:j])  # lists too
                     out.append(f"override {i}: where {k} = {x!r:.60} matches no run (the grid's {k}: {listed:.200})")
     return out
 
