@@ -10,7 +10,9 @@ log, machine record and checkpoints, so a checkout that did not train it resumes
 (`interp train --resume`; the sweep resumes such a run on its own). Without them an unfinished run starts again from
 step 0: the 7-layer family runs take hours, longer than a session that trained them part-way.
 
-    git add -f $(python experiments/grid_files.py --unfinished experiments/family_grid)
+    git add -u experiments/family_grid && git add -f $(python experiments/grid_files.py --unfinished experiments/family_grid)
+
+(`git add -u` takes the later state of files an earlier commit of an unfinished run holds.)
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ def main() -> None:
     ap.add_argument("root", type=Path)
     ap.add_argument("--unfinished", action="store_true", help="also list what resumes each unfinished run")
     args = ap.parse_args()
+    if not args.root.is_dir():
+        ap.error(f"{args.root}: not a directory (a sweep root)")
     for run_dir in sorted(p for p in args.root.iterdir() if p.is_dir()):
         run = Run(run_dir)
         if not run.is_complete():
