@@ -10,7 +10,8 @@ log, machine record and checkpoints, so a checkout that did not train it resumes
 (`interp train --resume`; the sweep resumes such a run on its own). Without them an unfinished run starts again from
 step 0: the 7-layer family runs take hours, longer than a session that trained them part-way.
 
-    git add -u experiments/family_grid && git add -f $(python experiments/grid_files.py --unfinished experiments/family_grid)
+    git add -u experiments/family_grid
+    git add -f $(python experiments/grid_files.py --unfinished experiments/family_grid)
 
 (`git add -u` takes the later state of files an earlier commit of an unfinished run holds.)
 """
