@@ -44,7 +44,7 @@ import time
 
 import torch
 from einops import einsum
-from jaxtyping import Float
+from jaxtyping import Bool, Float
 from torch import Tensor, nn
 from torch.nn import functional as F
 
@@ -72,8 +72,9 @@ MERGED = ("causal", "retnet", "gated", "softmax")
 GATE_BIAS_INIT = 4.0
 BETA_BIAS_INIT = 0.0
 # gla's parallel form (and gated's on the hook-free path) factors exp(b_i − b_j) = exp(b_i) exp(−b_j) (b = Σ log α ≤ 0)
-# while every context's total log decay is above −GLA_FACTOR_LIMIT, so exp(−b_j) ≤ e^30 (exact to rounding in float32);
-# beyond, the exact unfactored forms take over (the scan, or the decay tensor when hook_pattern is wanted).
+# while a context's total log decay is above −GLA_FACTOR_LIMIT, so exp(−b_j) ≤ e^30 (exact to rounding in float32);
+# beyond, the exact unfactored forms take over: on the hook-free path for those sequences alone (gla's decay tensor,
+# gated's weights), in the hooked forward for the batch (the scan, or the decay tensor when hook_pattern is wanted).
 GLA_FACTOR_LIMIT = 30.0
 CONSTANT_INIT = {"decay_logit": GATE_BIAS_INIT, "b_gate": GATE_BIAS_INIT, "b_beta": BETA_BIAS_INIT}
 # The hook-free path carries the stream zero-padded to a multiple of STREAM_ALIGN lanes where that measured faster on
@@ -197,14 +198,19 @@ class FamilyAttention(nn.Module):
     def decay(self) -> Float[Tensor, "H"]:
         return self.hook_decay(torch.sigmoid(self.decay_logit))
 
-    def gates(self, ctx: Float[Tensor, "batch n D"]) -> Tensor:
-        """gated: a_j [batch, head, n]; gla: α_j [batch, n, head, h]."""
+    def gates(self, ctx: Float[Tensor, "batch n D"], log: bool = False) -> Tensor:
+        """gated: a_j [batch, head, n]; gla: α_j [batch, n, head, h]. With `log`, their logs as logsigmoid of the
+        logits, finite where a gate underflows to 0 (the hook-free path's; hook_gate does not see them)."""
         if self.kind == "gated":  # sigmoid(w_gᵀ e_j + b_g)
             gate = F.linear(ctx, _fit(self.w_gate, ctx.shape[-1]), self.b_gate)
-            return self.hook_gate(torch.sigmoid(gate).transpose(1, 2))
+            return F.logsigmoid(gate).transpose(1, 2) if log else self.hook_gate(torch.sigmoid(gate).transpose(1, 2))
         H, h, _ = self.W_gate.shape  # gla: sigmoid(W_α e_j + b_α), one product for every head
         gate = F.linear(ctx, _fit(self.W_gate, ctx.shape[-1]).reshape(H * h, -1), self.b_gate.reshape(H * h))
-        return self.hook_gate(torch.sigmoid(gate).view(*ctx.shape[:2], H, h))
+        return (
+            F.logsigmoid(gate).view(*ctx.shape[:2], H, h)
+            if log
+            else self.hook_gate(torch.sigmoid(gate).view(*ctx.shape[:2], H, h))
+        )
 
     def betas(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "batch H n"]:
         return self.hook_beta(
@@ -295,12 +301,12 @@ class FamilyAttention(nn.Module):
         return einsum(pattern, v, "b h i j, b j h a -> b i h a")
 
     # ---- the hook-free training path (VariantTransformer._forward_fast): the same function, fewer and larger products
-    def fast_update(self, resid: Float[Tensor, "batch pos D"], query_only: bool = False) -> Tensor | None:
+    def fast_update(self, resid: Float[Tensor, "batch pos D"], query_only: bool = False) -> Tensor:
         """Σ_k W_O o_i without hooks, [batch, pos, D] (the heads summed; with `query_only`, [batch, 1, D]: the query's
-        row alone, all the last layer's readout needs), or None where only the hooked forward is exact (gla past
-        GLA_FACTOR_LIMIT). The causal family's query row joins the masked matrix as row n, reading S_n with the last
-        context token's weights (no S_n is formed); the heads' outputs are summed by one product with W_O (or with
-        P = W_O W_V, where the tokens themselves were mixed)."""
+        row alone, all the last layer's readout needs). The causal family's query row joins the masked matrix as row
+        n, reading S_n with the last context token's weights (no S_n is formed); the heads' outputs are summed by one
+        product with W_O (or with P = W_O W_V, where the tokens themselves were mixed). gla's contexts whose decay is
+        too strong to factor take their decay tensor (GLA_FACTOR_LIMIT), the rest of the batch the factored form."""
         B, T, D = resid.shape  # D: the stream's width, zero-padded (stream_width) or not
         H, h, n = self.W_Q.shape[0], self.W_Q.shape[1], T - 1
         ctx = resid[:, :-1]
@@ -329,6 +335,11 @@ class FamilyAttention(nn.Module):
                 q, k = heads(rows, W_K.transpose(1, 2) @ W_Q), v  # e_iᵀ W_Qᵀ W_K per head, [BH, row, D]
             else:
                 q, k = heads(rows, W_Q), heads(ctx, W_K)
+
+        def at_rows(b: Tensor) -> Tensor:  # b at each row's last position, [BH, row, c]
+            return b[:, -1:] if query_only else torch.cat([b, b[:, -1:]], dim=1)
+
+        b = self._log_decay(ctx) if self.kind in ("gla", "gated") else None  # Σ_{m≤j} log α_m
         # each row's last context position: i for a context token, n − 1 for the query (it reads S_n)
         last = torch.arange(T - q.shape[1], T, device=resid.device).clamp_max(n - 1)
         lower = last[:, None] >= torch.arange(n, device=resid.device)  # [row, n]: j ≤ the row's position
@@ -342,11 +353,15 @@ class FamilyAttention(nn.Module):
             kv = k.transpose(1, 2) @ v
             o = (q.transpose(1, 2) * kv).sum(1, keepdim=True) if query_only else q @ kv
             return self._out(o, out_map)
-        elif self.kind in ("gla", "gated") and self._factors(b := self._log_decay(ctx)):
-            b_rows = b[:, -1:] if query_only else torch.cat([b, b[:, -1:]], dim=1)  # b at each row's last position
-            pattern = scores(q * b_rows.exp(), k * (-b).exp()) * lower  # Σ_c q_i[c] k_j[c] e^{b_i − b_j}[c]
-        elif self.kind == "gla":  # a strong decay: only the hooked forward's scan is exact
-            return None
+        elif b is not None and (self.kind == "gla" or self._factors(b)):  # gla; gated while its decay factors
+            strong = ~self._factors_each(b)  # [BH]: a context past GLA_FACTOR_LIMIT (gla's; gated's go the else way)
+            any_strong = bool(strong.any())
+            b_safe = b.masked_fill(strong[:, None, None], 0.0) if any_strong else b  # finite; replaced below
+            pattern = scores(q * at_rows(b_safe).exp(), k * (-b_safe).exp()) * lower  # Σ_c q_i k_j e^{b_i − b_j} [c]
+            if any_strong:  # those contexts through their [row, n, h] decay tensor, exp of differences ≤ 0 only
+                s, bs = strong.nonzero().squeeze(1), b[strong]
+                decay = (at_rows(bs)[:, :, None] - bs[:, None]).masked_fill(~lower[..., None], -math.inf).exp()
+                pattern = pattern.index_put((s,), einsum(q[s], k[s], decay, "s i c, s j c, s i j c -> s i j"))
         else:
             if self.kind == "delta":  # the UT transform: (I + diag(β) tril(K Kᵀ, −1)) U' = diag(β) E, U = U' W_Vᵀ
                 beta = self.betas(ctx).reshape(B * H, n, 1)
@@ -368,17 +383,24 @@ class FamilyAttention(nn.Module):
         return F.linear(o, out_map.transpose(0, 1).reshape(D, H * w))
 
     def _log_decay(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "BH n c"]:
-        """b_j = Σ_{m≤j} log α_m per (batch, head): gla's per channel (c = h), gated's a_m (c = 1). While every
-        b_n > −GLA_FACTOR_LIMIT the decay factors, exp(b_i − b_j) = exp(b_i) exp(−b_j) (exact to rounding)."""
+        """b_j = Σ_{m≤j} log α_m per (batch, head): gla's per channel (c = h), gated's a_m (c = 1), from the logits
+        (finite where α_m is 0 in floating point). While b_n > −GLA_FACTOR_LIMIT the decay factors, exp(b_i − b_j) =
+        exp(b_i) exp(−b_j) (exact to rounding)."""
         n = ctx.shape[1]
         if self.kind == "gated":
-            return torch.log(self.gates(ctx)).cumsum(-1).reshape(-1, n, 1)
-        return torch.log(self.gates(ctx)).cumsum(1).transpose(1, 2).reshape(-1, n, self.W_Q.shape[1])
+            return self.gates(ctx, log=True).cumsum(-1).reshape(-1, n, 1)
+        return self.gates(ctx, log=True).cumsum(1).transpose(1, 2).reshape(-1, n, self.W_Q.shape[1])
 
     @staticmethod
     def _factors(b: Tensor) -> bool:
         """Whether every context's total log decay b_n is above −GLA_FACTOR_LIMIT (the factored form is exact)."""
-        return bool((b[:, -1] > -GLA_FACTOR_LIMIT).all())
+        return bool(FamilyAttention._factors_each(b).all())
+
+    @staticmethod
+    def _factors_each(b: Float[Tensor, "BH n c"]) -> Bool[Tensor, "BH"]:
+        """Per context (and head): whether its total log decay b_n is above −GLA_FACTOR_LIMIT in every channel (False
+        where it is not finite: a sequence that blew up goes the exact way, and its loss is the guard's to drop)."""
+        return (b[:, -1] > -GLA_FACTOR_LIMIT).all(-1)
 
     def _row_weights(self, ctx: Tensor, last: Tensor, lower: Tensor, c: Tensor | None = None) -> Tensor:
         """The weight of v_j k_jᵀ in the state row i reads, broadcast to [batch, head, row, n]: 1 (causal, delta),
@@ -550,9 +572,6 @@ class VariantTransformer(HookedRootModule):
                 upd = (resid[:, -1:] if query_only else resid) @ A.transpose(1, 2)
             else:
                 upd = attn.fast_update(resid, query_only)
-                if upd is None:  # only the hooked forward is exact here (at the stream's own width)
-                    upd = _fit(attn(resid[..., :D]).sum(dim=2), width)
-                    upd = upd[:, -1:] if query_only else upd
             resid = (resid[:, -1:] if query_only else resid) + upd
             if block.mlp is not None:
                 resid = resid + block.mlp.update(resid)

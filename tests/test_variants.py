@@ -424,6 +424,32 @@ def test_a_strong_decay_takes_the_exact_unfactored_forms(attention):
     assert float(cache["blocks.0.attn.hook_pattern"].abs().max()) > 0
 
 
+def test_gla_with_a_few_contexts_past_the_factor_limit_stays_on_the_hook_free_path(monkeypatch):
+    """A batch in which a few contexts' decay is too strong to factor (in training: a rare sequence that blew up) keeps
+    the hook-free path: those contexts take their decay tensor, the rest the factored form. It equals the loop, its
+    gradients equal the hooked forward's, and no hooked forward runs (the whole batch once went through it, and
+    gla-7 trained at half speed). In layer 2 some gates underflow to 0: their logs come from the logits, finite."""
+    model, tokens = variant(attention="gla"), small_batch(d=D_SMALL).tokens.clone()
+    tokens[:3] *= 30.0  # gate logits of ±20 in three contexts: Σ log α far below −GLA_FACTOR_LIMIT
+    attn = model.blocks[0].attn
+    strong = ~attn._factors_each(attn._log_decay(tokens[:, :-1]))  # [batch · head]
+    assert 0 < int(strong.sum()) < strong.numel() and not attn._factors(attn._log_decay(tokens[:, :-1]))
+    slow = -reference_stream(model, tokens)[-1, :, -1, -1]
+    scale = 1.0 / slow.abs().clamp_min(1.0)  # every sequence's ŷ of order 1 in the loss below
+
+    def grads(y_hat: torch.Tensor) -> list[torch.Tensor]:
+        return torch.autograd.grad((y_hat * scale).square().sum(), list(model.parameters()))
+
+    hooked = grads(model.residual_stream(tokens)[-1, :, -1, -1].neg())
+    for block in model.blocks:
+        monkeypatch.setattr(block.attn, "forward", lambda *a, **k: pytest.fail("the hook-free path ran the hooked one"))
+    for width in WIDTHS:
+        fast = model._forward_fast(tokens, width)
+        torch.testing.assert_close(fast, slow, rtol=1e-11, atol=1e-12)
+        for g_fast, g_hooked in zip(grads(fast), hooked):
+            torch.testing.assert_close(g_fast, g_hooked, rtol=1e-9, atol=1e-11)
+
+
 def test_qkv_trains_on_fulls_fused_pass():
     """qkv is FULL in other weights: the trainer takes the kernel's fused pass for it (through the merged P = W_O W_V,
     Q = W_Kᵀ W_Q), with the loss terms and gradients of its forward and autograd; a hook, or any other attention,
