@@ -140,6 +140,17 @@ def _fit(W: Tensor, width: int, dim: int = -1) -> Tensor:
     return F.pad(W, [0, 0] * (W.ndim - 1 - dim % W.ndim) + [0, pad])
 
 
+def decay_products(a: Float[Tensor, "... n"]) -> Float[Tensor, "... n n"]:
+    """M[..., i, j] = ∏_{m=j+1..i} a_m for j ≤ i (1 on the diagonal), 0 above: row by row, M_i = a_i M_{i−1} + e_i. No
+    log: exact where a gate is 0 in floating point, where exp(c_i − c_j) of its cumulative log is NaN."""
+    n = a.shape[-1]
+    eye = torch.eye(n, dtype=a.dtype, device=a.device)
+    rows = [eye[0].expand_as(a)]
+    for i in range(1, n):
+        rows.append(rows[-1] * a[..., i, None] + eye[i])
+    return torch.stack(rows, dim=-2)
+
+
 class FamilyAttention(nn.Module):
     """One attention layer of the family (module docstring), H heads of width h: returns every head's W_O o_i,
     [batch, pos, head, D].
@@ -248,12 +259,14 @@ class FamilyAttention(nn.Module):
             lower = torch.ones(n, n, dtype=torch.bool, device=ctx.device).tril()
             if self._factors(b):  # exp(−b_j) ≤ e^30: factor it, (q_i e^{b_i})ᵀ(k_j e^{−b_j})
                 pattern = einsum(qc * b.exp(), kc * (-b).exp(), "b i h c, b j h c -> b h i j") * lower
+                last_row = (b[:, -1:] - b).exp()  # ∏_{m=j+1..n} α_m, S_n's weights
             elif hook_detection().ok and not has_hooks(self.hook_pattern):  # strong decay, no pattern wanted
                 return self._gla_scan(alpha, q, k, v)
-            else:  # strong decay: the [batch, n, n, head, h] decay tensor, exp of differences ≤ 0 only
-                decay = (b[:, :, None] - b[:, None, :]).masked_fill(~lower[None, :, :, None, None], -math.inf).exp()
+            else:  # strong decay: the [batch, n, n, head, h] decay tensor
+                decay = decay_products(alpha.movedim(1, -1)).permute(0, 3, 4, 1, 2)
                 pattern = einsum(qc, kc, decay, "b i h c, b j h c, b i j h c -> b h i j")
-            S = einsum(vc, kc * (b[:, -1:] - b).exp(), "b j h a, b j h c -> b h a c")  # S_n
+                last_row = decay[:, -1]
+            S = einsum(vc, kc * last_row, "b j h a, b j h c -> b h a c")  # S_n
         else:
             if self.kind == "delta":  # UT transform: (I + diag(β) tril(K Kᵀ, −1)) U = diag(β) V
                 beta = self.betas(ctx)  # [B, H, n]
@@ -339,7 +352,8 @@ class FamilyAttention(nn.Module):
         def at_rows(b: Tensor) -> Tensor:  # b at each row's last position, [BH, row, c]
             return b[:, -1:] if query_only else torch.cat([b, b[:, -1:]], dim=1)
 
-        b = self._log_decay(ctx) if self.kind in ("gla", "gated") else None  # Σ_{m≤j} log α_m
+        log_a = self._log_gates(ctx) if self.kind in ("gla", "gated") else None  # log α_j, [BH, n, c]
+        b = log_a.cumsum(1) if log_a is not None else None  # b_j = Σ_{m≤j} log α_m
         # each row's last context position: i for a context token, n − 1 for the query (it reads S_n)
         last = torch.arange(T - q.shape[1], T, device=resid.device).clamp_max(n - 1)
         lower = last[:, None] >= torch.arange(n, device=resid.device)  # [row, n]: j ≤ the row's position
@@ -358,9 +372,9 @@ class FamilyAttention(nn.Module):
             any_strong = bool(strong.any())
             b_safe = b.masked_fill(strong[:, None, None], 0.0) if any_strong else b  # finite; replaced below
             pattern = scores(q * at_rows(b_safe).exp(), k * (-b_safe).exp()) * lower  # Σ_c q_i k_j e^{b_i − b_j} [c]
-            if any_strong:  # those contexts through their [row, n, h] decay tensor, exp of differences ≤ 0 only
-                s, bs = strong.nonzero().squeeze(1), b[strong]
-                decay = (at_rows(bs)[:, :, None] - bs[:, None]).masked_fill(~lower[..., None], -math.inf).exp()
+            if any_strong:  # those contexts through their [row, n, h] decay tensor, ∏_{m=j+1..i} α_m
+                s = strong.nonzero().squeeze(1)
+                decay = decay_products(log_a[s].exp().transpose(1, 2))[:, :, last].permute(0, 2, 3, 1)
                 pattern = pattern.index_put((s,), einsum(q[s], k[s], decay, "s i c, s j c, s i j c -> s i j"))
         else:
             if self.kind == "delta":  # the UT transform: (I + diag(β) tril(K Kᵀ, −1)) U' = diag(β) E, U = U' W_Vᵀ
@@ -382,14 +396,18 @@ class FamilyAttention(nn.Module):
         o = o.view(-1, H, o.shape[1], w).transpose(1, 2).reshape(o.shape[0] // H, -1, H * w)
         return F.linear(o, out_map.transpose(0, 1).reshape(D, H * w))
 
-    def _log_decay(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "BH n c"]:
-        """b_j = Σ_{m≤j} log α_m per (batch, head): gla's per channel (c = h), gated's a_m (c = 1), from the logits
-        (finite where α_m is 0 in floating point). While b_n > −GLA_FACTOR_LIMIT the decay factors, exp(b_i − b_j) =
-        exp(b_i) exp(−b_j) (exact to rounding)."""
+    def _log_gates(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "BH n c"]:
+        """log α_j per (batch, head): gla's per channel (c = h), gated's a_j (c = 1), from the logits (finite where α_j
+        is 0 in floating point)."""
         n = ctx.shape[1]
         if self.kind == "gated":
-            return self.gates(ctx, log=True).cumsum(-1).reshape(-1, n, 1)
-        return self.gates(ctx, log=True).cumsum(1).transpose(1, 2).reshape(-1, n, self.W_Q.shape[1])
+            return self.gates(ctx, log=True).reshape(-1, n, 1)
+        return self.gates(ctx, log=True).transpose(1, 2).reshape(-1, n, self.W_Q.shape[1])
+
+    def _log_decay(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "BH n c"]:
+        """b_j = Σ_{m≤j} log α_m per (batch, head). While b_n > −GLA_FACTOR_LIMIT the decay factors, exp(b_i − b_j) =
+        exp(b_i) exp(−b_j) (exact to rounding)."""
+        return self._log_gates(ctx).cumsum(1)
 
     @staticmethod
     def _factors(b: Tensor) -> bool:
@@ -404,14 +422,15 @@ class FamilyAttention(nn.Module):
 
     def _row_weights(self, ctx: Tensor, last: Tensor, lower: Tensor, c: Tensor | None = None) -> Tensor:
         """The weight of v_j k_jᵀ in the state row i reads, broadcast to [batch, head, row, n]: 1 (causal, delta),
-        γ^{last_i − j} (retnet) or ∏_{m=j+1..last_i} a_m = exp(c_{last_i} − c_j) with c = cumsum log a [B, H, n]
-        (gated; computed here unless given); 0 for j > last_i."""
+        γ^{last_i − j} (retnet) or ∏_{m=j+1..last_i} a_m (gated: as exp(c_{last_i} − c_j) where c = cumsum log a
+        [B, H, n] is given, else as running products); 0 for j > last_i."""
         if self.kind in ("causal", "delta"):
             return lower.to(ctx.dtype)
         if self.kind == "retnet":
             steps = (last[:, None] - torch.arange(ctx.shape[1], device=ctx.device)).clamp_min(0).to(ctx.dtype)
             return self.decay()[:, None, None] ** steps * lower  # [head, row, n]
-        c = torch.log(self.gates(ctx)).cumsum(-1) if c is None else c
+        if c is None:  # the hooked forward: the running products of its (hooked) gates
+            return decay_products(self.gates(ctx))[..., last, :]
         return (c[..., last, None] - c[..., None, :]).masked_fill(~lower, -math.inf).exp()
 
 

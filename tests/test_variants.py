@@ -424,17 +424,24 @@ def test_a_strong_decay_takes_the_exact_unfactored_forms(attention):
     assert float(cache["blocks.0.attn.hook_pattern"].abs().max()) > 0
 
 
-def test_gla_with_a_few_contexts_past_the_factor_limit_stays_on_the_hook_free_path(monkeypatch):
+@pytest.mark.parametrize("attention", ["gla", "gated"])
+def test_a_few_contexts_past_the_factor_limit_stay_on_the_hook_free_path(attention, monkeypatch):
     """A batch in which a few contexts' decay is too strong to factor (in training: a rare sequence that blew up) keeps
-    the hook-free path: those contexts take their decay tensor, the rest the factored form. It equals the loop, its
-    gradients equal the hooked forward's, and no hooked forward runs (the whole batch once went through it, and
-    gla-7 trained at half speed). In layer 2 some gates underflow to 0: their logs come from the logits, finite."""
-    model, tokens = variant(attention="gla"), small_batch(d=D_SMALL).tokens.clone()
+    the hook-free path (gla: those contexts take their decay tensor, the rest the factored form; gated: its unfactored
+    weights). It equals the loop, its gradients equal the hooked forward's, and no hooked forward runs (the whole
+    batch once went through it, and gla-7 trained at half speed). In layer 2 some gates underflow to 0: the decay
+    tensors are running products and the log decays come from the logits, so both forwards stay finite and exact (the
+    hooked one with hook_pattern cached too)."""
+    model, tokens = variant(attention=attention), small_batch(d=D_SMALL).tokens.clone()
     tokens[:3] *= 30.0  # gate logits of ±20 in three contexts: Σ log α far below −GLA_FACTOR_LIMIT
     attn = model.blocks[0].attn
     strong = ~attn._factors_each(attn._log_decay(tokens[:, :-1]))  # [batch · head]
     assert 0 < int(strong.sum()) < strong.numel() and not attn._factors(attn._log_decay(tokens[:, :-1]))
-    slow = -reference_stream(model, tokens)[-1, :, -1, -1]
+    reference = reference_stream(model, tokens)
+    slow = -reference[-1, :, -1, -1]
+    _, cache = model.run_with_cache(tokens)  # the decay tensor (gla) and the weights (gated), hooked
+    assert int((cache["blocks.1.attn.hook_gate"] == 0).sum()) > 0  # gates that underflowed to 0
+    assert rel_err(cache["blocks.1.hook_resid_post"], reference[-1]) <= 1e-12
     scale = 1.0 / slow.abs().clamp_min(1.0)  # every sequence's ŷ of order 1 in the loss below
 
     def grads(y_hat: torch.Tensor) -> list[torch.Tensor]:
