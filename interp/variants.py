@@ -217,11 +217,8 @@ class FamilyAttention(nn.Module):
             return F.logsigmoid(gate).transpose(1, 2) if log else self.hook_gate(torch.sigmoid(gate).transpose(1, 2))
         H, h, _ = self.W_gate.shape  # gla: sigmoid(W_α e_j + b_α), one product for every head
         gate = F.linear(ctx, _fit(self.W_gate, ctx.shape[-1]).reshape(H * h, -1), self.b_gate.reshape(H * h))
-        return (
-            F.logsigmoid(gate).view(*ctx.shape[:2], H, h)
-            if log
-            else self.hook_gate(torch.sigmoid(gate).view(*ctx.shape[:2], H, h))
-        )
+        gate = gate.view(*ctx.shape[:2], H, h)
+        return F.logsigmoid(gate) if log else self.hook_gate(torch.sigmoid(gate))
 
     def betas(self, ctx: Float[Tensor, "batch n D"]) -> Float[Tensor, "batch H n"]:
         return self.hook_beta(
