@@ -8,9 +8,10 @@ Per cell (prior, variant, depth): every finished seed's adjusted loss (Table 1's
 seed and the spread, the best seed's loss paired per sequence against the Table 1 zoo's FULL and DIAG of that depth
 and prior (TABLE1_ZOO; a missing file leaves the pair out) and its ratio to the Bayes floor (interp.baselines.Bayes);
 then on the best seed the per-layer linearity (interp.probes.linearity), the Jacobian readout's gap and, for decays and
-gates, the token weights ω_j against position and σ (interp.probes.readout.token_weights), DeltaNet's w^l against LMS
-and RLS, and Theorem 4.2's cosine per layer. Writes experiments/results/variants.md and .json, and exports each cell's
-best seed to experiments/zoo/family/<prior>/<variant><L>.safetensors (Run.export) for the report.
+gates, the token weights ω_j against position and σ (interp.probes.readout.token_weights) and the values the gates
+take (gate_values), DeltaNet's w^l against LMS and RLS, and Theorem 4.2's cosine per layer. Writes
+experiments/results/variants.md and .json, and exports each cell's best seed to
+experiments/zoo/family/<prior>/<variant><L>.safetensors (Run.export) for the report.
 
 This replaces the former experiments/variants.py, which trained a second way (its files in experiments/zoo/variants/
 still load through interp.load, and tests/test_variants_zoo.py still pins them).
@@ -145,9 +146,9 @@ def render(cells: dict, meta: dict) -> str:
         f"({meta['runs']} runs; grid `experiments/family_grid.toml`), adjusted loss on {meta['eval_seq']} sequences "
         f"(seed 0; a _quad cell: its quadratic task, against the linear oracle ridge), probes on {PROBE_SEQ} "
         f"(seed 1). Machine: {meta['machine']['cpu']}, {meta['machine']['cpu_capability']}. "
-        "Token weights and DeltaNet's LMS / RLS fits: variants.json. − FULL is against the Table 1 zoo's FULL of the "
-        "cell's depth and prior, the best of 5 seeds; − FULL, as many seeds, against the best of the Table 1 grid's "
-        "FULL seeds 0..k−1 for a cell of k seeds (the even comparison while a cell has fewer than 5)."
+        "Token weights, gate values and DeltaNet's LMS / RLS fits: variants.json. − FULL is against the Table 1 "
+        "zoo's FULL of the cell's depth and prior, the best of 5 seeds; − FULL, as many seeds, against the best of the "
+        "Table 1 grid's FULL seeds 0..k−1 for a cell of k seeds (the even comparison while a cell has fewer than 5)."
     )
     text += ["", markdown(head, rows) if rows else "No run of the grid is complete yet.", ""]
     if rows:
@@ -158,6 +159,9 @@ def render(cells: dict, meta: dict) -> str:
     lam_tables = implied_lambda_tables(cells)
     if lam_tables:
         text += ["## Implied ridge λ by σ", "", IMPLIED_LAMBDA, "", *lam_tables]
+    gates = gate_rows(cells)
+    if gates:
+        text += ["## Gates by σ", "", GATES, "", markdown(*gates), ""]
     deep = near_full(cells, DEEPEST)
     if deep:
         text += [f"## Against FULL-{DEEPEST}", "", AGAINST_FULL, ""]
@@ -281,6 +285,33 @@ def per_layer(cells: dict) -> tuple[list[str], list[list[str]]]:
             " ; ".join(f"{a:.2g} / {b:.2g}" for a, b in zip(dv["lms_error"], dv["rls_error"])) if dv else "–",
         ])  # fmt: skip
     return head, rows
+
+
+GATES = (
+    "What each layer's decay, gate or delta-rule step takes on the probe sequences, best seed, layers 1..L separated "
+    "by `/` (interp.probes.readout.gate_values; variants.json holds them per head): RetNet's γ, the gated model's a_j, "
+    "GLA's α_j (averaged over its key channels), DeltaNet's β_j. The mean over sequences, heads and tokens; the first "
+    "context token's weight in the state S_n the query reads, ∏_{m=2..n} a_m (median; the last token's is 1, a gate "
+    "left open keeps 1); and the mean over the sequences of the lowest and of the highest σ group (RetNet's γ does not "
+    "read the data)."
+)
+
+
+def gate_rows(cells: dict) -> tuple[list[str], list[list[str]]] | None:
+    """(head, rows) of the gates table, one row per cell with a decay, gate or delta rule; None without one."""
+    head = ["prior", "variant", "L", "gate", "mean", "first token's weight in S_n", "mean: lowest σ → highest σ"]
+    join = lambda xs, f: " / ".join(format(x, f) for x in xs)  # noqa: E731
+    rows = []
+    for (prior, name, L), c in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+        g = c.get("gates")
+        if g is None:
+            continue
+        first = g.get("first_token_weight")
+        rows.append([
+            prior, name, str(L), g["gate"], join(g["mean"], ".3g"), join(first, ".2g") if first else "–",
+            " ; ".join(f"{s[0]:.3g} → {s[-1]:.3g}" for s in g["by_sigma"]),
+        ])  # fmt: skip
+    return (head, rows) if rows else None
 
 
 ANSWERS = "## Answers"  # variants.md from this heading on is written by hand, and kept when the tables are rewritten

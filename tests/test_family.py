@@ -103,6 +103,12 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     assert cells["retnet"]["vs_full_same_seeds"]["mean"] == pytest.approx(want, rel=1e-9, abs=1e-12)
     assert "full_same_seeds" not in cells["lsa_quadratic_quad1"]  # its own task: FULL of the paper's is no pair
     assert "## Against FULL by σ" in (out / "variants.md").read_text()
+    gates = cells["retnet"]["gates"]  # γ per layer and head: the exported best seed's own decays
+    exported = load(tmp_path / "zoo" / "uniform5" / "retnet2.safetensors")
+    for l, block in enumerate(exported.blocks):
+        assert gates["by_head"][l] == pytest.approx(torch.sigmoid(block.attn.decay_logit).tolist(), rel=1e-6)
+    assert "| uniform:5 | retnet | 2 | gamma |" in (out / "variants.md").read_text().split("## Gates by σ")[1]
+    assert "gates" not in cells["lsa_quadratic_quad1"]
     lam, full_lam = cells["retnet"]["implied_lambda"], cells["retnet"]["full_implied_lambda"]
     assert len(lam["median_by_sigma"][-1]) == len(full_lam["median_by_sigma"][-1]) == 4
     assert lam["oracle_by_sigma"] == pytest.approx([s * s for s in lam["sigma"]])
@@ -114,7 +120,9 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     family.main(["--root", str(root), "--eval-seq", "500", "--out", str(out), "--zoo", str(tmp_path / "zoo")])
     text = md.read_text()
     assert text.count("## Answers") == 1 and text.endswith("## Answers\n\nwritten by hand\n") and "| retnet |" in text
-    per_layer = text.split("## Per layer")[1]  # retnet's token-weight fit per layer, beside its readout
+    per_layer = text.split("## Per layer")[1].split("\n## ")[
+        0
+    ]  # retnet's token-weight fit per layer, beside its readout
     assert per_layer.count("| uniform:5 | retnet | 2 |") == 1 and "| uniform:5 | lsa_quadratic_quad1 | 2 |" in per_layer
     # interp probe and interp eval take the family's runs: the one readout, each run on its own task
     run = next(p for p in root.iterdir() if "retnet" in p.name)

@@ -253,9 +253,47 @@ def delta_vs_online(
     return out
 
 
+def gate_values(model, tokens: Float[Tensor, "batch pos D"], sigma: Float[Tensor, "batch"], bins: int = 4) -> dict:
+    """What each layer's decay, gates or delta-rule step take on the sequences `tokens`, as JSON, [L] (attention layers
+    l = 1..L) first: retnet's γ_k, the gated model's a_j, GLA's α_j (per key channel), DeltaNet's β_j, from the hooks
+    hook_decay, hook_gate, hook_beta. `mean` over sequences, heads, positions (and channels), `by_head`, `by_sigma`
+    the mean over each σ group's sequences (interp.tasks.sigma_groups; flat for retnet's data-independent γ). For the
+    decays, `first_token_weight`: the median over sequences, heads (and channels) of ∏_{m=2..n} a_m, the first context
+    token's weight in the state S_n the query reads, against the last token's 1 (the products of "Gating is
+    Weighting"; 1 for a gate left open)."""
+    kind = model.cfg.attention
+    if kind not in DECAYS:
+        raise InvalidArgument(f"gate_values reads retnet, gated, gla or delta attention, not {kind!r}")
+    model, x = as_float64(model), _tokens(tokens)
+    sigma = _sigma(sigma, x.shape[0])
+    hook = {"retnet": "hook_decay", "gated": "hook_gate", "gla": "hook_gate", "delta": "hook_beta"}[kind]
+    names = [f"blocks.{l}.attn.{hook}" for l in range(model.cfg.n_layers)]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(x, names_filter=names)
+    B, n = x.shape[0], x.shape[1] - 1
+    centres, masks = sigma_groups(sigma, bins)
+    out = {"gate": {"retnet": "gamma", "gated": "a", "gla": "alpha", "delta": "beta"}[kind], "sigma": centres.tolist()}
+    rows = {"mean": [], "by_head": [], "by_sigma": []} | ({} if kind == "delta" else {"first_token_weight": []})
+    for name in names:
+        g = cache[name]  # as [batch, head, n, channel]
+        if kind == "retnet":  # γ [head]
+            g = g[None, :, None, None].expand(B, -1, n, 1)
+        elif kind == "gla":  # α [batch, n, head, h]
+            g = g.permute(0, 2, 1, 3)
+        else:  # a, β [batch, head, n]
+            g = g[..., None]
+        per_seq = g.mean((1, 2, 3))
+        rows["mean"].append(float(g.mean()))
+        rows["by_head"].append(g.mean((0, 2, 3)).tolist())
+        rows["by_sigma"].append([float(per_seq[m].mean()) for m in masks])
+        if "first_token_weight" in rows:
+            rows["first_token_weight"].append(float(g[:, :, 1:].prod(2).median()))
+    return out | rows
+
+
 # What readout_summary measures, for caches of its records (interp.report's family records): 2 added the implied ridge
-# λ by σ and, with an FFN, ffn_fit
-READOUT_VERSION = 2
+# λ by σ and, with an FFN, ffn_fit; 3 the gate values (gate_values)
+READOUT_VERSION = 3
 WEIGHT_SEQ = 128  # sequences of the token-weight fit (double backward per input coordinate: the costly probe)
 
 
@@ -266,8 +304,8 @@ def readout_summary(
     of the layer's token map (interp.probes.linearity), the median readout gap |ŷ^l − ⟨w^l, x_t⟩|, Theorem 4.2's
     median cosine and the implied ridge λ against σ (`implied_ridge`, 4 σ groups); for a decay or gate without an FFN,
     the token weights ω_j of the first `weight_seq` sequences against position and σ (4 bins) with each layer's fit
-    residual; with an FFN, how far each FFN is from a linear map of its input (`ffn_fit`); for DeltaNet, w^l against
-    LMS and RLS."""
+    residual; the values a decay, gate or delta-rule step takes (`gate_values`); with an FFN, how far each FFN is from
+    a linear map of its input (`ffn_fit`); for DeltaNet, w^l against LMS and RLS."""
     readout = jacobian_readout(model, tokens)
     out = {
         "linearity": layer_linearity(model, tokens).summary().to_json(),
@@ -289,6 +327,8 @@ def readout_summary(
         fit = ffn_fit(model, tokens)
         keys = ("query_residual", "context_residual", "query_scale", "query_norm")  # the maps stay out of the JSON
         out["ffn_fit"] = {k: getattr(fit, k).tolist() for k in keys}
+    if cfg.attention in DECAYS:
+        out["gates"] = gate_values(model, tokens, sigma)
     if cfg.attention == "delta" and cfg.mlp == "none":
         out["delta_vs_online"] = delta_vs_online(readout, tokens)
     return out

@@ -16,6 +16,7 @@ from interp.probes.readout import (
     TokenWeights,
     delta_vs_online,
     ffn_fit,
+    gate_values,
     implied_ridge,
     jacobian_readout,
     rls,
@@ -203,3 +204,53 @@ def test_the_delta_rule_with_k_x_is_lms_and_rls_ends_at_ridge():
     x, y, lam = batch.tokens[:, :-1, :-1], batch.tokens[:, :-1, -1], 0.7
     ridge = torch.linalg.solve(x.mT @ x + lam * torch.eye(d, dtype=torch.float64), (x.mT @ y[..., None]))[..., 0]
     torch.testing.assert_close(rls(batch.tokens, lam), ridge, rtol=1e-10, atol=1e-12)
+
+
+def test_gate_values_of_fixed_gates_are_their_closed_forms():
+    """A gate whose weights are 0 is sigmoid(b) at every token: its mean, every σ group's mean and head's mean are
+    sigmoid(b), and the first context token's weight in S_n is sigmoid(b)^(n−1); retnet's γ the same way."""
+    d, n, gamma = 3, 8, 0.8
+    batch = small_batch(d=d, n=n)
+    gated = build(ModelConfig(d=d, n_layers=2, n_heads=2, attention="gated", head_width=3, dtype="float64"))
+    with torch.no_grad():
+        for l, block in enumerate(gated.blocks):
+            block.attn.w_gate.zero_()
+            block.attn.b_gate.fill_(math.log(gamma / (1 - gamma)) + l)  # a = sigmoid(logit(γ) + l)
+    for attention, model in (("gated", gated), ("retnet", _retnet_regressor(d, gamma))):
+        g = gate_values(model, batch.tokens, batch.sigma, bins=2)
+        want = [gamma] if attention == "retnet" else [gamma, 1 / (1 + (1 - gamma) / gamma * math.exp(-1))]
+        assert g["gate"] == {"gated": "a", "retnet": "gamma"}[attention] and len(g["sigma"]) == 2
+        for l, a in enumerate(want):
+            assert g["mean"][l] == pytest.approx(a, rel=1e-12)
+            assert g["by_sigma"][l] == pytest.approx([a, a], rel=1e-12)
+            assert g["by_head"][l] == pytest.approx([a] * len(g["by_head"][l]), rel=1e-12)
+            assert g["first_token_weight"][l] == pytest.approx(a ** (n - 1), rel=1e-12)
+
+
+@pytest.mark.parametrize("attention", ["gla", "delta"])
+def test_gate_values_are_the_gates_written_from_each_layers_input(attention):
+    """Random weights, a categorical prior (two σ groups): every number against gates computed from each layer's
+    input stream (hook_resid_pre) by the gate's own formula, sigmoid(W e_j + b), and grouped by hand."""
+    model = _random(attention, scale=0.5)
+    batch = small_batch(d=4, n=8, noise="categorical:1,3", batch=32)
+    g = gate_values(model, batch.tokens, batch.sigma)
+    _, cache = model.run_with_cache(batch.tokens)
+    assert g["sigma"] == [1.0, 3.0] and ("first_token_weight" in g) == (attention == "gla")
+    for l, block in enumerate(model.blocks):
+        ctx = cache[f"blocks.{l}.hook_resid_pre"][:, :-1]  # [batch, n, D]
+        a = block.attn
+        with torch.no_grad():
+            if attention == "gla":  # α [batch, head, n, h]
+                gates = torch.sigmoid(torch.einsum("hcD,bjD->bhjc", a.W_gate, ctx) + a.b_gate[None, :, None, :])
+            else:  # β [batch, head, n, 1]
+                gates = torch.sigmoid(torch.einsum("hD,bjD->bhj", a.w_beta, ctx) + a.b_beta[None, :, None])[..., None]
+        assert g["mean"][l] == pytest.approx(float(gates.mean()), rel=1e-12)
+        assert g["by_head"][l] == pytest.approx(gates.mean((0, 2, 3)).tolist(), rel=1e-12)
+        per_seq = gates.mean((1, 2, 3))
+        want = [float(per_seq[batch.sigma == s].mean()) for s in (1.0, 3.0)]
+        assert g["by_sigma"][l] == pytest.approx(want, rel=1e-12) and abs(want[0] - want[1]) > 1e-4
+        if attention == "gla":
+            weight = gates[:, :, 1:].prod(2)  # ∏_{m=2..n} α_m per sequence, head, channel
+            assert g["first_token_weight"][l] == pytest.approx(float(weight.median()), rel=1e-12)
+    with pytest.raises(interp.InvalidArgument, match="gate_values"):
+        gate_values(_random("causal"), batch.tokens, batch.sigma)
