@@ -153,6 +153,7 @@ def test_views_are_registered_in_order():
         "family_loss",
         "family_readout",
         "family_weights",
+        "family_gates",
         "family_by_sigma",
         "family_lambda",
         "training_curves",

@@ -11,7 +11,7 @@ from interp.files import CheckpointError
 from interp.report import figures
 from interp.report.data import FAMILY_STUDY, DriftCurves, ReportData, Settings, family_study
 
-VIEWS = ("family_loss", "family_readout", "family_weights", "family_by_sigma", "family_lambda")
+VIEWS = ("family_loss", "family_readout", "family_weights", "family_gates", "family_by_sigma", "family_lambda")
 
 
 def lam(by_sigma, relerr=0.1):
@@ -111,6 +111,36 @@ def test_every_view_draws_one_panel_per_prior():
         ("retnet (L=4), layer 4", "solid", 0.53),
     }
     assert len(weights.data) == 8 and "fit residual 0.04" in weights.data[-1].hovertemplate
+
+
+def gates(gate, L, low, high, first=True):
+    """A gate_values record of L layers whose mean is `low` on the lowest σ group and `high` on the highest."""
+    out = {"gate": gate, "sigma": [1.0, 3.0], "mean": [(low + high) / 2] * L, "by_head": [[low]] * L,
+           "by_sigma": [[low + 0.001 * l, high + 0.001 * l] for l in range(L)]}  # fmt: skip
+    return out | ({"first_token_weight": [0.9 - 0.1 * l for l in range(L)]} if first else {})
+
+
+def test_the_gates_view_draws_each_variants_deepest_gates_by_sigma_and_delta_apart():
+    cells = [
+        cell("uniform:5", "gla", 2, 0.3) | {"gates": gates("alpha", 2, 0.99, 0.98)},
+        cell("uniform:5", "gla", 4, 0.1) | {"gates": gates("alpha", 4, 0.97, 0.9)},
+        cell("uniform:5", "delta", 2, 0.2) | {"gates": gates("beta", 2, 0.03, 0.03, first=False)},
+        cell("uniform:5", "causal", 2, 0.3),
+        cell("categorical:1,3", "causal", 2, 0.3),
+    ]
+    drawn = panels({"cells": cells})
+    assert [p.id for p in drawn if p.id.startswith("family-gates")] == ["family-gates-uniform5"]  # no gate on {1,3}
+    fig = next(p.figure for p in drawn if p.id == "family-gates-uniform5")
+    traces = {(t.name, t.xaxis, t.line.dash): list(t.y) for t in fig.data}
+    assert traces == {
+        ("gla (L=4), σ ≈ 1.00", "x", "dash"): [0.97, 0.971, 0.972, 0.973],  # the deepest cell only
+        ("gla (L=4), σ ≈ 3.00", "x", "solid"): [0.9, 0.901, 0.902, 0.903],
+        ("gla (L=4)", "x2", None): pytest.approx([0.9, 0.8, 0.7, 0.6]),
+        ("delta (L=2), σ ≈ 1.00", "x3", "dash"): [0.03, 0.031],  # β apart: a step, not a decay
+        ("delta (L=2), σ ≈ 3.00", "x3", "solid"): [0.03, 0.031],
+    }
+    gla = next(t for t in fig.data if t.name == "gla (L=4), σ ≈ 3.00")
+    assert "σ ≈ 3.00: mean alpha = " in gla.hovertemplate and list(gla.x) == [1, 2, 3, 4]
 
 
 def test_no_study_no_panels_and_the_study_is_found_beside_the_models(tmp_path):

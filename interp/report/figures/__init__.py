@@ -45,6 +45,7 @@ from interp.report.figures.variants import variants_linearity, variants_loss
 # (the family views after the variants study's, in the same section)
 from interp.report.figures.family import (
     family_by_sigma,
+    family_gates,
     family_lambda,
     family_loss,
     family_readout,
@@ -66,6 +67,7 @@ __all__ = [
     "after_k_layers",
     "drift",
     "family_by_sigma",
+    "family_gates",
     "family_lambda",
     "family_loss",
     "family_readout",

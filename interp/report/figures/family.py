@@ -1,7 +1,7 @@
 """The linear-attention family side by side (experiments/family.py, docs/variants.md): adjusted loss against layers per
-variant, each layer's readout gap, the gates' token weights ω_j against position and σ, each variant's paired
-difference from FULL by σ and its implied ridge λ by σ. Drawn only where the
-report's models sit beside a family study (<their folder's parent>/family/summary.json: interp.report.data)."""
+variant, each layer's readout gap, the gates' token weights ω_j against position and σ and the values the gates take,
+each variant's paired difference from FULL by σ and its implied ridge λ by σ. Drawn only where the report's models sit
+beside a family study (<their folder's parent>/family/summary.json: interp.report.data)."""
 
 from __future__ import annotations
 
@@ -139,6 +139,58 @@ def family_weights(data: ReportData, item) -> go.Figure:
             )  # fmt: skip
     _axes(fig, "position j", "ω_j", row=1, col=1)
     _axes(fig, "σ", "mean ω", row=1, col=2)
+    return fig
+
+
+def _gate_cells(cells: list) -> list:
+    """Each variant's deepest cell with gate values (interp.probes.readout.gate_values)."""
+    gated = [c for c in cells if "gates" in c]
+    deepest = {c["variant"]: c for c in sorted(gated, key=lambda c: c["layers"])}
+    return [deepest[v] for v in sorted(deepest)]
+
+
+@view(
+    lambda data, item: f"family-gates-{prior_slug(item[0])}",
+    lambda data, item: f"The gates on {item[0]}: the values each layer's decay, gate or delta step takes",
+    section="probes",
+    height=440,
+    probed=False,
+    each=lambda data: [(p, cs) for p, cs in _priors(data) if any("gates" in c for c in cs)],
+    caption=(
+        "Each gated variant's deepest best seed, per layer l (interp.probes.readout.gate_values): left, the mean of "
+        "RetNet's γ, the gated model's a_j and GLA's α_j over the sequences of the lowest σ group (dashed) and of the "
+        "highest (solid); middle, the first context token's weight in the state S_n the query reads, ∏_{m=2..n} a_m "
+        "(median; 1 for a gate left open); right, DeltaNet's step β_j the same way as the left. A gate that closes "
+        "more on noisy sequences forgets their early tokens: the solid line below the dashed one."
+    ),
+)
+def family_gates(data: ReportData, item) -> go.Figure:
+    _, cells = item
+    colors = _colors(cells)
+    titles = ["decay / gate by layer", "first token's weight in S_n", "DeltaNet's β by layer"]
+    fig = _subplots(3, titles=titles, horizontal_spacing=0.08)
+    for c in _gate_cells(cells):
+        g, label = c["gates"], f"{c['variant']} (L={c['layers']})"
+        layers = list(range(1, len(g["mean"]) + 1))
+        col = 3 if g["gate"] == "beta" else 1
+        for end, dash in ((0, "dash"), (-1, "solid")):
+            name, sigma = f"{label}, σ ≈ {g['sigma'][end]:.2f}", g["sigma"][end]
+            fig.add_trace(
+                go.Scatter(x=layers, y=[row[end] for row in g["by_sigma"]], mode="lines+markers", name=name,
+                           legendgroup=label, line=dict(color=colors[c["variant"]], dash=dash),
+                           hovertemplate=f"{label}, layer %{{x}}, σ ≈ {sigma:.2f}: mean {g['gate']} = %{{y:.4f}}"
+                           "<extra></extra>"),
+                row=1, col=col,
+            )  # fmt: skip
+        if "first_token_weight" in g:
+            fig.add_trace(
+                go.Scatter(x=layers, y=g["first_token_weight"], mode="lines+markers", name=label, legendgroup=label,
+                           showlegend=False, line=dict(color=colors[c["variant"]]),
+                           hovertemplate=f"{label}, layer %{{x}}: first token's weight %{{y:.3f}}<extra></extra>"),
+                row=1, col=2,
+            )  # fmt: skip
+    for col, y in ((1, "mean γ, a_j, α_j"), (2, "∏_{m=2..n} a_m (median)"), (3, "mean β_j")):
+        _axes(fig, "layer l", y, row=1, col=col, dtick=1)
     return fig
 
 
