@@ -27,6 +27,11 @@ def _priors(data: ReportData) -> list:
     return [(prior, [c for c in cells if c["prior"] == prior]) for prior in priors]
 
 
+def _priors_where(has):
+    """`_priors` left to the priors with a cell for which has(cell) holds (a view that draws only such cells)."""
+    return lambda data: [(prior, cells) for prior, cells in _priors(data) if any(has(c) for c in cells)]
+
+
 def _colors(cells: list) -> dict:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted({c["variant"] for c in cells}))}
 
@@ -155,7 +160,7 @@ def _gate_cells(cells: list) -> list:
     section="probes",
     height=440,
     probed=False,
-    each=lambda data: [(p, cs) for p, cs in _priors(data) if any("gates" in c for c in cs)],
+    each=_priors_where(lambda c: "gates" in c),
     caption=(
         "Each gated variant's deepest best seed, per layer l (interp.probes.readout.gate_values): left, the mean of "
         "RetNet's γ, the gated model's a_j and GLA's α_j over the sequences of the lowest σ group (dashed) and of the "
@@ -206,7 +211,7 @@ DASH = {2: "dot", 4: "dash"}  # the depth of a cell by its line: deeper ones sol
     section="probes",
     height=440,
     probed=False,
-    each=lambda data: [(p, cs) for p, cs in _priors(data) if any("vs_full_by_sigma" in c for c in cs)],
+    each=_priors_where(lambda c: "vs_full_by_sigma" in c),
     caption=(
         "Each cell's best seed minus the Table 1 zoo's FULL of its depth, paired per sequence, within groups of the "
         "sequences' noise σ (each σ of a categorical prior, else four equal bins, at their centres), ± one standard "
@@ -251,7 +256,7 @@ SHOWN_RELERR = 0.3  # a cell whose w^L is further than this from its nearest rid
     section="probes",
     height=440,
     probed=False,
-    each=lambda data: [(p, cs) for p, cs in _priors(data) if any(_lambda_cell(c) for c in cs)],
+    each=_priors_where(_lambda_cell),
     caption=(
         "For each sequence, the λ whose ridge solution (Σ + λI)⁻¹α is nearest to the last layer's w^L = ∂ŷ/∂x_t "
         "(interp.probes.readout.implied_ridge), median per σ group, log y; grey: the Table 1 zoo's FULL of each depth "
