@@ -125,12 +125,22 @@ def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAM
     return out
 
 
+def in_table_order(cells: dict) -> list:
+    """The cells' (key, cell) pairs by prior, depth, then variant: the row order of every table."""
+    return sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1]))
+
+
+def _layers(values, fmt: str) -> str:
+    """Per-layer values in one table cell, separated by `/`."""
+    return " / ".join(format(x, fmt) for x in values)
+
+
 def render(cells: dict, meta: dict) -> str:
     head = ["prior", "variant", "L", "seeds", "best adjusted loss", "spread", "− FULL (paired)"]
     head += ["− FULL, as many seeds", "− DIAG (paired)"]
     head += ["÷ Bayes", "query linearity (last layer, median)", "readout gap", "Thm 4.2 cos"]
     rows = []
-    for key, c in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+    for key, c in in_table_order(cells):
         prior, name, L = key
         pair = lambda a: f"{c[a]['mean']:+.4g} ± {c[a]['stderr']:.2g}" if a in c else "–"  # noqa: E731, B023
         rows.append([
@@ -273,14 +283,13 @@ def per_layer(cells: dict) -> tuple[list[str], list[list[str]]]:
     """(head, rows) of the per-layer table: one row per cell."""
     head = ["prior", "variant", "L", "query linearity", "readout gap", "Thm 4.2 cos (l = 0..L)"]
     head += ["ω fit residual", "ω_1 / ω_n", "DeltaNet: LMS / RLS error"]
-    join = lambda xs, f: " / ".join(format(x, f) for x in xs)  # noqa: E731
     rows = []
-    for (prior, name, L), c in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+    for (prior, name, L), c in in_table_order(cells):
         tw, dv = c.get("token_weights"), c.get("delta_vs_online")
         rows.append([
-            prior, name, str(L), join(c["linearity"]["query_median"][1:], ".2g"),
-            join(c["readout_gap_median"][1:], ".2g"), join(c["theorem42_cosine_median"], ".3f"),
-            join(tw["residual"], ".2g") if tw else "–",
+            prior, name, str(L), _layers(c["linearity"]["query_median"][1:], ".2g"),
+            _layers(c["readout_gap_median"][1:], ".2g"), _layers(c["theorem42_cosine_median"], ".3f"),
+            _layers(tw["residual"], ".2g") if tw else "–",
             " ; ".join(f"{pos[0]:.2f} / {pos[-1]:.2f}" for pos in tw["by_position"]) if tw else "–",
             " ; ".join(f"{a:.2g} / {b:.2g}" for a, b in zip(dv["lms_error"], dv["rls_error"])) if dv else "–",
         ])  # fmt: skip
@@ -300,15 +309,14 @@ GATES = (
 def gate_rows(cells: dict) -> tuple[list[str], list[list[str]]] | None:
     """(head, rows) of the gates table, one row per cell with a decay, gate or delta rule; None without one."""
     head = ["prior", "variant", "L", "gate", "mean", "first token's weight in S_n", "mean: lowest σ → highest σ"]
-    join = lambda xs, f: " / ".join(format(x, f) for x in xs)  # noqa: E731
     rows = []
-    for (prior, name, L), c in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+    for (prior, name, L), c in in_table_order(cells):
         g = c.get("gates")
         if g is None:
             continue
         first = g.get("first_token_weight")
         rows.append([
-            prior, name, str(L), g["gate"], join(g["mean"], ".3g"), join(first, ".2g") if first else "–",
+            prior, name, str(L), g["gate"], _layers(g["mean"], ".3g"), _layers(first, ".2g") if first else "–",
             " ; ".join(f"{s[0]:.3g} → {s[-1]:.3g}" for s in g["by_sigma"]),
         ])  # fmt: skip
     return (head, rows) if rows else None

@@ -253,6 +253,15 @@ def delta_vs_online(
     return out
 
 
+# Each weighted kind's hook (interp.variants.FamilyAttention) and the name of what it holds
+GATE_HOOKS = {
+    "retnet": ("hook_decay", "gamma"),
+    "gated": ("hook_gate", "a"),
+    "gla": ("hook_gate", "alpha"),
+    "delta": ("hook_beta", "beta"),
+}
+
+
 def gate_values(model, tokens: Float[Tensor, "batch pos D"], sigma: Float[Tensor, "batch"], bins: int = 4) -> dict:
     """What each layer's decay, gates or delta-rule step take on the sequences `tokens`, as JSON, [L] (attention layers
     l = 1..L) first: retnet's γ_k, the gated model's a_j, GLA's α_j (per key channel), DeltaNet's β_j, from the hooks
@@ -266,13 +275,13 @@ def gate_values(model, tokens: Float[Tensor, "batch pos D"], sigma: Float[Tensor
         raise InvalidArgument(f"gate_values reads retnet, gated, gla or delta attention, not {kind!r}")
     model, x = as_float64(model), _tokens(tokens)
     sigma = _sigma(sigma, x.shape[0])
-    hook = {"retnet": "hook_decay", "gated": "hook_gate", "gla": "hook_gate", "delta": "hook_beta"}[kind]
+    hook, gate = GATE_HOOKS[kind]
     names = [f"blocks.{l}.attn.{hook}" for l in range(model.cfg.n_layers)]
     with torch.no_grad():
         _, cache = model.run_with_cache(x, names_filter=names)
     B, n = x.shape[0], x.shape[1] - 1
     centres, masks = sigma_groups(sigma, bins)
-    out = {"gate": {"retnet": "gamma", "gated": "a", "gla": "alpha", "delta": "beta"}[kind], "sigma": centres.tolist()}
+    out = {"gate": gate, "sigma": centres.tolist()}
     rows = {"mean": [], "by_head": [], "by_sigma": []} | ({} if kind == "delta" else {"first_token_weight": []})
     for name in names:
         g = cache[name]  # as [batch, head, n, channel]
