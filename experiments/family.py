@@ -6,7 +6,8 @@
 
 Per cell (prior, variant, depth): every finished seed's adjusted loss (Table 1's metric) on the same sequences, the best
 seed and the spread, the best seed's loss paired per sequence against the Table 1 zoo's FULL and DIAG of that depth
-and prior (TABLE1_ZOO; a missing file leaves the pair out) and its ratio to the Bayes floor (interp.baselines.Bayes);
+and prior (TABLE1_ZOO; a missing file leaves the pair out), within σ groups and on the same sequences at σ = 0 (the
+noise-free floor), and its ratio to the Bayes floor (interp.baselines.Bayes);
 then on the best seed the per-layer linearity (interp.probes.linearity), the Jacobian readout's gap and, for decays and
 gates, the token weights ω_j against position and σ (interp.probes.readout.token_weights) and the values the gates
 take (gate_values), DeltaNet's w^l against LMS and RLS, and Theorem 4.2's cosine per layer. Writes
@@ -39,7 +40,7 @@ from interp.records import rounded
 from interp.render import markdown, number
 from interp.report import data as report_data
 from interp.run import Run, load
-from interp.tasks import prior_slug, sigma_groups
+from interp.tasks import NoisePrior, prior_slug, sigma_groups
 from interp.variants import cell_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,6 +113,14 @@ def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAM
         centres, masks = sigma_groups(sigma, SIGMA_GROUPS)
         gap = diffs[best] - diffs["full"]
         out["vs_full_by_sigma"] = {"sigma": centres.tolist(), "diff": [_estimate(gap[m]) for m in masks]}
+    if "full" in diffs and not quad and reaches_noise_free(prior):  # the same sequences at σ = 0: the noise-free floor
+        clean = adjusted_losses({"model": models[best], "full": predictors["full"]}, on_task.at_sigma(0.0))
+        gap = clean["model"] - clean["full"]
+        out["noise_free"] = {
+            "loss": _estimate(clean["model"]),
+            "full": _estimate(clean["full"]),
+            "vs_full": _estimate(gap),
+        }
     model = models[best]
     batch = on_task.replace(n_seq=PROBE_SEQ, seed=1).draw()
     out |= readout_summary(model, batch.tokens, batch.sigma)
@@ -123,6 +132,13 @@ def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAM
     Run(runs[[r.path.name for r in runs].index(best)].path).export(dest)
     out["file"] = str(dest.relative_to(ROOT)) if dest.is_relative_to(ROOT) else str(dest)
     return out
+
+
+def reaches_noise_free(prior: str) -> bool:
+    """Whether the prior's σ comes down to 0, so that σ = 0 is within what its models trained on (on {1,3} it is not:
+    a loss there would measure extrapolation below σ = 1, not how well the layers solve least squares)."""
+    noise = NoisePrior.parse(prior)
+    return noise.kind == "uniform" or min(noise.values) == 0
 
 
 def in_table_order(cells: dict) -> list:
@@ -184,7 +200,9 @@ SIGMA_GROUPS = 4  # σ groups of the paired difference against FULL: each σ of 
 
 
 def by_sigma(cells: dict) -> list[str]:
-    """Markdown: per prior, every cell's best seed minus FULL of its depth within each σ group (mean ± stderr)."""
+    """Markdown: per prior, every cell's best seed minus FULL of its depth within each σ group (mean ± stderr), and
+    on the same sequences at σ = 0 (the noise-free floor: the cell's loss, FULL's, the paired difference)."""
+    pair = lambda e: f"{e['mean']:+.4f} ± {e['stderr']:.4f}"  # noqa: E731
     out = []
     for prior in sorted({k[0] for k in cells}):
         rows, centres = [], None
@@ -192,11 +210,16 @@ def by_sigma(cells: dict) -> list[str]:
             if p != prior or "vs_full_by_sigma" not in c:
                 continue
             centres = c["vs_full_by_sigma"]["sigma"]
-            rows.append(
-                [name, str(L)] + [f"{e['mean']:+.4f} ± {e['stderr']:.4f}" for e in c["vs_full_by_sigma"]["diff"]]
+            clean = c.get("noise_free")
+            floor = (
+                [f"{clean['loss']['mean']:.4f} / {clean['full']['mean']:.4f}", pair(clean["vs_full"])]
+                if clean
+                else ["–"] * 2
             )
+            rows.append([name, str(L)] + [pair(e) for e in c["vs_full_by_sigma"]["diff"]] + floor)
         if rows:
-            out += [f"{prior}:", "", markdown(["variant", "L"] + [f"σ ≈ {s:.2f}" for s in centres], rows), ""]
+            head = ["variant", "L"] + [f"σ ≈ {s:.2f}" for s in centres] + ["σ = 0: loss / FULL's", "σ = 0: − FULL"]
+            out += [f"{prior}:", "", markdown(head, rows), ""]
     return out
 
 
@@ -241,7 +264,10 @@ BY_SIGMA = (
     "Each cell's best seed minus the Table 1 zoo's FULL of its depth, paired per sequence, within groups of the "
     "sequences' noise σ (each σ of a categorical prior; equal-width bins of uniform:5, by their centres): a variant "
     "that adapts to the noise better than FULL gains most where σ is large or small, one that only fits better gains "
-    "alike. Negative: the variant's loss is lower."
+    "alike. Negative: the variant's loss is lower. The last two columns put the same sequences at σ = 0, where the "
+    "Bayes prediction (least squares on n > d tokens) is exact and the adjusted loss is ½ MSE: the noise-free floor, "
+    "how well L layers solve the context's least squares (the cell's best seed and FULL's, then paired; the paper's "
+    "task, on a prior whose σ reaches 0: {1,3}'s models never saw σ below 1)."
 )
 AGAINST_FULL = (
     f"Each {DEEPEST}-layer cell's best seed over the Table 1 zoo's FULL-{DEEPEST} (the best of 5 seeds) and over "

@@ -102,6 +102,19 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     want = cells["retnet"]["loss"]["mean"] - full_s0  # a paired mean is the difference of the means
     assert cells["retnet"]["vs_full_same_seeds"]["mean"] == pytest.approx(want, rel=1e-9, abs=1e-12)
     assert "full_same_seeds" not in cells["lsa_quadratic_quad1"]  # its own task: FULL of the paper's is no pair
+    # the noise-free floor: at σ = 0 the oracle ridge is least squares, exact on n > d tokens, so the adjusted loss
+    # is the model's own ½ MSE on the noiseless labels, computed here from its forward
+    clean, exported = cells["retnet"]["noise_free"], load(tmp_path / "zoo" / "uniform5" / "retnet2.safetensors")
+    half_mse = [
+        0.5 * (exported(b.tokens.to(exported.cfg.torch_dtype)).double() - b.target) ** 2
+        for b in on_paper.at_sigma(0.0).batches()
+    ]
+    assert clean["loss"]["mean"] == pytest.approx(torch.cat(half_mse).mean().item(), rel=1e-6)
+    assert clean["vs_full"]["mean"] == pytest.approx(clean["loss"]["mean"] - clean["full"]["mean"], rel=1e-9)
+    assert clean["full"]["mean"] > 0 and "noise_free" not in cells["lsa_quadratic_quad1"]
+    assert family.reaches_noise_free("uniform:5") and family.reaches_noise_free("categorical:0,1")
+    assert not family.reaches_noise_free("categorical:1,3") and not family.reaches_noise_free("fixed:1")
+    assert "σ = 0: − FULL" in (out / "variants.md").read_text().split("## Against FULL by σ")[1]
     assert "## Against FULL by σ" in (out / "variants.md").read_text()
     gates = cells["retnet"]["gates"]  # γ per layer and head: the exported best seed's own decays
     exported = load(tmp_path / "zoo" / "uniform5" / "retnet2.safetensors")
