@@ -117,7 +117,6 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     assert "σ = 0: − FULL" in (out / "variants.md").read_text().split("## Against FULL by σ")[1]
     assert "## Against FULL by σ" in (out / "variants.md").read_text()
     gates = cells["retnet"]["gates"]  # γ per layer and head: the exported best seed's own decays
-    exported = load(tmp_path / "zoo" / "uniform5" / "retnet2.safetensors")
     for l, block in enumerate(exported.blocks):
         assert gates["by_head"][l] == pytest.approx(torch.sigmoid(block.attn.decay_logit).tolist(), rel=1e-6)
     assert "| uniform:5 | retnet | 2 | gamma |" in (out / "variants.md").read_text().split("## Gates by σ")[1]
