@@ -29,12 +29,23 @@ def test_the_family_grid_plans_every_variant_with_fulls_budget():
     assert linear == 12 and {s.options["layers"] for s in specs if s.options["mlp"] == "linear"} == {2, 4}
     near_full7 = cells.pop(("qkv", "none", 0.0))  # within 10% of FULL-7 at seed 0 (variants.md): 3 seeds at 7 too
     assert near_full7 == 18
-    assert len(cells) == 12 and set(cells.values()) == {14}  # 2 priors × (3 seeds at 2 and 4 layers + 1 at 7)
+    relu = cells.pop(("lsa", "relu", 0.0))  # within 10% of FULL-7 on uniform:5 only: 3 seeds at 7 there
+    assert relu == 16
+    assert len(cells) == 11 and set(cells.values()) == {14}  # 2 priors × (3 seeds at 2 and 4 layers + 1 at 7)
     assert ("lsa", "none", 0.0) not in cells and ("qkv", "quadratic", 0.0) not in cells
     assert {c for c in cells if c[2]} == {("lsa", m, 1.0) for m in ("none", "relu", "quadratic")}
-    seeds7 = {(s.options["attention"], s.options["seed"]) for s in specs if s.options["layers"] == 7}
-    assert {seed for a, seed in seeds7 if a != "qkv"} == {0} and {seed for a, seed in seeds7 if a == "qkv"} == {0, 1, 2}
-    assert len(specs) == 198
+    seeds7 = collections.defaultdict(set)  # (attention, mlp, quad, prior) -> its seeds at 7 layers
+    for s in specs:
+        if s.options["layers"] == 7:
+            seeds7[s.options["attention"], s.options["mlp"], s.options["quad"], s.options["noise"]].add(
+                s.options["seed"]
+            )
+    three = {cell for cell, seeds in seeds7.items() if seeds == {0, 1, 2}}
+    assert three == {("qkv", "none", 0.0, p) for p in ("uniform:5", "categorical:1,3")} | {
+        ("lsa", "relu", 0.0, "uniform:5")
+    }
+    assert all(seeds == {0} for cell, seeds in seeds7.items() if cell not in three)
+    assert len(specs) == 200
     for s in specs:  # the fast preset's steps and peak lr of FULL at that depth
         want = resolve(TrainConfig(model=ModelConfig(n_layers=s.cfg.model.n_layers), noise=s.cfg.noise))
         got = resolve(s.cfg)
