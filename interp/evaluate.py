@@ -63,6 +63,32 @@ def per_layer_predictor(model: LinearTransformer) -> Predictor:
     return predict
 
 
+def skipped_layer_predictor(model: LinearTransformer) -> Predictor:
+    """batch -> [L, batch]: row l is the prediction with layer l skipped, its residual update removed (resid_post^l
+    := resid_pre^l: attention and FFN alike), every other layer as trained. Paired against the model on the same
+    sequences (adjusted_losses) it says how much of the loss each layer's update is worth."""
+    _check_model(model)
+    L = model.cfg.n_layers
+
+    def skip(layer: int) -> list:
+        kept = {}
+
+        def keep(resid_pre: Tensor, hook) -> None:
+            kept["resid_pre"] = resid_pre
+
+        def restore(resid_post: Tensor, hook) -> Tensor:
+            return kept.pop("resid_pre")
+
+        return [(f"blocks.{layer}.hook_resid_pre", keep), (f"blocks.{layer}.hook_resid_post", restore)]
+
+    def predict(batch: TaskBatch) -> Tensor:
+        tokens = batch.tokens.to(model.cfg.torch_dtype)
+        with torch.no_grad():
+            return torch.stack([model.run_with_hooks(tokens, fwd_hooks=skip(layer)) for layer in range(L)])
+
+    return predict
+
+
 @dataclass
 class LossEstimate(Record):
     """Mean of the per-sequence adjusted loss, its standard error, the number of sequences; the median

@@ -11,6 +11,7 @@ import torch
 from interp.config import ModelConfig
 from interp.model import LinearTransformer
 from interp.tasks import sample_tasks
+from interp.variants import VariantTransformer, build
 
 
 def random_full(d=4, n_layers=3, n_heads=2, scale=0.1, seed=0) -> LinearTransformer:
@@ -31,6 +32,20 @@ def random_diag(d=4, n_layers=3, n_heads=1, param="diag", scale=0.1, seed=0) -> 
         for p in model.parameters():
             p.copy_(scale * torch.randn(p.shape, generator=g, dtype=torch.float64))
     return model
+
+
+def random_variant(d=4, n_layers=2, n_heads=2, scale=0.3, seed=0, **fields) -> VariantTransformer:
+    """A float64 model of the linear-attention family (interp.variants) with O(scale) random weights (large enough
+    that every term matters): heads of width 3 (narrower than the token: q, k, v are projections), FFNs of width 6."""
+    if fields.get("attention", "lsa") != "lsa":
+        fields.setdefault("head_width", 3)
+    cfg = ModelConfig(d=d, n_layers=n_layers, n_heads=n_heads, dtype="float64", mlp_width=6, **fields)
+    model = build(cfg, init=False)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(scale * torch.randn(p.shape, generator=g, dtype=torch.float64))
+    return model.eval()
 
 
 def small_batch(batch=16, d=4, n=8, noise="uniform:1", seed=0):

@@ -20,9 +20,11 @@ from interp.evaluate import (
     precise,
     sigma_grid,
     sigma_profile,
+    skipped_layer_predictor,
 )
 from interp.model import LinearTransformer
 from interp.train import train
+from tests.helpers import random_diag, random_variant, small_batch
 
 torch.set_num_threads(1)
 
@@ -175,3 +177,58 @@ def test_trained_one_layer_model_reaches_the_closed_form(tmp_path):
     assert est["model"].mean == pytest.approx(closed_adjusted, abs=0.02)
     assert est["model"].mean >= est["closed"].mean - 1e-3  # nothing beats the one-layer optimum
     assert est["model"].mean == pytest.approx(paper_value("diag", noise, 1), abs=0.03)  # Table 1: 0.906
+
+
+def _skipped(model, batch) -> torch.Tensor:
+    return skipped_layer_predictor(model)(batch)
+
+
+def test_skipping_a_diag_layer_is_setting_its_omegas_to_zero():
+    """Row l of skipped_layer_predictor against a second construction: the DIAG model rebuilt from its ω's with
+    layer l's four ω's set to 0 (its update of every token is then 0)."""
+    model, batch = random_diag(n_layers=3, scale=0.3), small_batch(d=4)
+    skipped = _skipped(model, batch)
+    omega = model.omegas().stack().detach()
+    for layer in range(3):
+        zeroed = omega.clone()
+        zeroed[layer] = 0.0
+        want = LinearTransformer.from_omegas(zeroed, 4)(batch.tokens)
+        assert (want - model(batch.tokens)).abs().max() > 1e-3  # the layer matters
+        torch.testing.assert_close(skipped[layer], want, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(_skipped(model, batch), skipped, rtol=0, atol=0)  # no hook state carried over
+
+
+def test_skipping_a_delta_layer_is_beta_zero_and_an_ffn_layer_is_zero_weights():
+    """DeltaNet: row l is the model whose β is 0 in layer l only (the delta rule's identity layer). FULL + ReLU FFN:
+    row l is the model with layer l's P and FFN output weights set to 0 (attention and FFN both skipped)."""
+    batch = small_batch(d=4)
+    delta = random_variant(n_layers=3, attention="delta")
+    skipped = _skipped(delta, batch)
+    for layer in range(3):
+        hook = (f"blocks.{layer}.attn.hook_beta", lambda t, hook: torch.zeros_like(t))
+        with torch.no_grad():
+            want = delta.run_with_hooks(batch.tokens, fwd_hooks=[hook])
+        assert (want - delta(batch.tokens)).abs().max() > 1e-3
+        torch.testing.assert_close(skipped[layer], want, rtol=1e-12, atol=1e-12)
+    ffn = random_variant(n_layers=3, mlp="relu")
+    skipped = _skipped(ffn, batch)
+    for layer in range(3):
+        zeroed = random_variant(n_layers=3, mlp="relu")
+        with torch.no_grad():
+            zeroed.blocks[layer].attn.P.zero_()
+            zeroed.blocks[layer].mlp.W_out.zero_()
+            want = zeroed(batch.tokens)
+        assert (want - ffn(batch.tokens)).abs().max() > 1e-3
+        torch.testing.assert_close(skipped[layer], want, rtol=1e-12, atol=1e-12)
+
+
+def test_skipped_layers_pair_through_adjusted_losses():
+    """The [L, batch] predictor goes through adjusted_losses as [L, n_seq]; a one-layer model with its only layer
+    skipped reads the query's empty y slot, ŷ = 0, so it pairs exactly with the zero predictor."""
+    model = random_diag(d=10, n_layers=1, scale=0.3)
+    data = EvalSet("uniform:1", d=10, n=20, n_seq=64)
+    diffs = adjusted_losses(
+        {"skip": skipped_layer_predictor(model), "zero": lambda b: torch.zeros_like(b.target)}, data
+    )
+    assert diffs["skip"].shape == (1, 64)
+    torch.testing.assert_close(diffs["skip"][0], diffs["zero"], rtol=0, atol=0)

@@ -21,7 +21,7 @@ from interp.model import LinearTransformer
 from interp.run import Run, load
 from interp.train import train
 from interp.variants import VariantTransformer, build, reference_stream
-from tests.helpers import small_batch
+from tests.helpers import random_variant, small_batch
 
 D_SMALL = 4  # d of the closed-form tests; tokens of width 5, n = 8
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,17 +29,8 @@ FAMILY = [a for a in ATTENTIONS if a != "lsa"]
 WIDTHS = (D_SMALL + 1, 8, 13)  # the hook-free path's stream: unpadded, padded to 8 lanes, and wider (stream_width)
 
 
-def variant(scale=0.3, seed=0, layers=2, heads=2, **fields):
-    """A float64 model of the family with O(scale) random weights (large enough that every term matters)."""
-    if fields.get("attention", "lsa") != "lsa":
-        fields.setdefault("head_width", 3)  # narrower than the token: q, k, v are projections
-    cfg = ModelConfig(d=D_SMALL, n_layers=layers, n_heads=heads, dtype="float64", mlp_width=6, **fields)
-    model = build(cfg, init=False)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(scale * torch.randn(p.shape, generator=g, dtype=torch.float64))
-    return model.eval()
+def variant(scale=0.3, seed=0, layers=2, heads=2, **fields) -> VariantTransformer:
+    return random_variant(D_SMALL, layers, heads, scale, seed, **fields)
 
 
 def rel_err(a, b) -> float:
