@@ -33,7 +33,7 @@ import torch
 from interp import kernel
 from interp.baselines import Bayes
 from interp.evalset import EvalSet
-from interp.evaluate import LossEstimate, adjusted_losses
+from interp.evaluate import LossEstimate, adjusted_losses, skipped_layer_predictor
 from interp.files import atomic_write_text
 from interp.probes.readout import implied_ridge, jacobian_readout, readout_summary
 from interp.records import rounded
@@ -41,6 +41,7 @@ from interp.render import markdown, number
 from interp.report import data as report_data
 from interp.run import Run, load
 from interp.tasks import NoisePrior, prior_slug, sigma_groups
+from interp.train import GUARD_CAP
 from interp.variants import cell_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +54,7 @@ TABLE1_GRID = ROOT / "experiments" / "table1_grid"
 RESULTS = ROOT / "experiments" / "results"
 JSON_DIGITS = 12  # variants.json's floats: the last bits differ between runs of the same code (interp.records.rounded)
 PROBE_SEQ = 512  # sequences of the probes (linearity, readout, token weights, cosine)
+SKIP_SEQ = 20_000  # the first sequences of the evaluation, on which each layer is skipped in turn (layer_skip)
 
 
 def finished_runs(root: Path) -> dict[tuple[str, str, int], list[Run]]:
@@ -121,6 +123,16 @@ def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAM
             "full": _estimate(clean["full"]),
             "vs_full": _estimate(gap),
         }
+    if not quad:  # each layer skipped in turn, on the prior and at σ = 0, the cell's best seed and FULL of its depth
+        skip_on = {"prior": on_task.replace(n_seq=min(SKIP_SEQ, eval_seq))}
+        if reaches_noise_free(prior):
+            skip_on["noise_free"] = skip_on["prior"].at_sigma(0.0)
+        out["layer_skip"] = {
+            f"{who}{where}": layer_skip(m, data)
+            for where, data in skip_on.items()
+            for who, m in (("", models[best]), ("full_", predictors.get("full")))
+            if m is not None
+        }
     model = models[best]
     batch = on_task.replace(n_seq=PROBE_SEQ, seed=1).draw()
     out |= readout_summary(model, batch.tokens, batch.sigma)
@@ -132,6 +144,17 @@ def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAM
     Run(runs[[r.path.name for r in runs].index(best)].path).export(dest)
     out["file"] = str(dest.relative_to(ROOT)) if dest.is_relative_to(ROOT) else str(dest)
     return out
+
+
+def layer_skip(model, data: EvalSet) -> dict:
+    """The model's adjusted loss on `data` and, per layer, its loss with that layer skipped (skipped_layer_predictor):
+    the mean, or None where a sequence blows up (beyond GUARD_CAP · d, or not finite: the later layers depend on the
+    scale the skipped one set), with how many of them do."""
+    diffs = adjusted_losses({"model": model, "skip": skipped_layer_predictor(model)}, data)
+    cap = GUARD_CAP * model.cfg.d
+    blowups = [int((~(row <= cap)).sum()) for row in diffs["skip"]]
+    skipped = [None if b else row.mean().item() for row, b in zip(diffs["skip"], blowups)]
+    return {"loss": diffs["model"].mean().item(), "skipped": skipped, "blowups": blowups}
 
 
 def reaches_noise_free(prior: str) -> bool:
@@ -185,6 +208,9 @@ def render(cells: dict, meta: dict) -> str:
     lam_tables = implied_lambda_tables(cells)
     if lam_tables:
         text += ["## Implied ridge λ by σ", "", IMPLIED_LAMBDA, "", *lam_tables]
+    skip_tables = layer_skip_tables(cells)
+    if skip_tables:
+        text += ["## Skipping a layer", "", SKIPPING, "", *skip_tables]
     gates = gate_rows(cells)
     if gates:
         text += ["## Gates by σ", "", GATES, "", markdown(*gates), ""]
@@ -255,6 +281,43 @@ def implied_lambda_tables(cells: dict) -> list[str]:
         if rows:
             head = ["variant", "L"] + [f"σ ≈ {s:.2f} (σ² = {s * s:.3g})" for s in centres]
             out += [f"{prior}:", "", markdown(head + ["rank corr. with σ", "ridge rel. error"], rows), ""]
+    return out
+
+
+SKIPPING = (
+    f"Each layer of a cell's best seed skipped in turn (its residual update removed, attention and FFN alike: "
+    f"interp.evaluate.skipped_layer_predictor), on the first {SKIP_SEQ} sequences of the evaluation: the model's "
+    "adjusted loss, then its loss with layer l skipped over that loss, l = 1..L separated by `/` (∞: some sequence "
+    "blows up, beyond 100·d); on the prior and at σ = 0 (½ MSE; a prior whose σ reaches 0). FULL is the Table 1 "
+    "zoo's of the same depth on the same sequences. A ratio near 1 is a layer the model does not use there; the "
+    "paper's task only."
+)
+
+
+def layer_skip_tables(cells: dict) -> list[str]:
+    """Markdown: per prior, FULL's rows (one per depth) and every cell's of the paper's task, the loss and each skipped
+    layer's ratio to it, on the prior and at σ = 0."""
+
+    def fmt(s: dict | None) -> list[str]:
+        if s is None:
+            return ["–", "–"]
+        ratios = ["∞" if v is None else number(v / s["loss"], 2) for v in s["skipped"]]
+        return [number(s["loss"], 3), " / ".join(ratios)]
+
+    out = []
+    for prior in sorted({k[0] for k in cells}):
+        rows, fulls = [], set()
+        for (p, name, L), c in sorted(cells.items(), key=lambda kv: (kv[0][2], kv[0][1])):
+            skip = c.get("layer_skip")
+            if p != prior or c["quad"] or not skip:
+                continue
+            if "full_prior" in skip and L not in fulls:
+                fulls.add(L)
+                rows.append(["FULL (zoo)", str(L), *fmt(skip["full_prior"]), *fmt(skip.get("full_noise_free"))])
+            rows.append([name, str(L), *fmt(skip["prior"]), *fmt(skip.get("noise_free"))])
+        if rows:
+            head = ["variant", "L", "loss", "÷ it, layer l skipped", "σ = 0: loss", "σ = 0: ÷ it, layer l skipped"]
+            out += [f"{prior}:", "", markdown(head, rows), ""]
     return out
 
 

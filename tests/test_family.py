@@ -126,6 +126,21 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     assert family.reaches_noise_free("uniform:5") and family.reaches_noise_free("categorical:0,1")
     assert not family.reaches_noise_free("categorical:1,3") and not family.reaches_noise_free("fixed:1")
     assert "σ = 0: − FULL" in (out / "variants.md").read_text().split("## Against FULL by σ")[1]
+    # each layer skipped in turn: the unskipped loss is the cell's own on those sequences (all 500 here), and a
+    # skipped layer of the RetNet (no FFN) is its attention output zeroed by a hook, evaluated apart
+    skip = cells["retnet"]["layer_skip"]
+    assert skip["prior"]["loss"] == pytest.approx(cells["retnet"]["loss"]["mean"], rel=1e-9)
+    assert skip["noise_free"]["loss"] == pytest.approx(clean["loss"]["mean"], rel=1e-9)
+    assert skip["full_noise_free"]["loss"] == pytest.approx(clean["full"]["mean"], rel=1e-9)
+    for layer in range(2):
+        zero = (f"blocks.{layer}.hook_attn_out", lambda t, hook: torch.zeros_like(t))
+        hooked = lambda b: exported.run_with_hooks(b.tokens.to(exported.cfg.torch_dtype), fwd_hooks=[zero])  # noqa: E731, B023
+        want = adjusted_loss(hooked, on_paper.at_sigma(0.0)).mean
+        assert skip["noise_free"]["skipped"][layer] == pytest.approx(want, rel=1e-9)
+        assert abs(want / skip["noise_free"]["loss"] - 1) > 1e-7  # 4 steps of training: small, but beyond rel
+    assert len(skip["full_prior"]["skipped"]) == 2 and "layer_skip" not in cells["lsa_quadratic_quad1"]
+    table = (out / "variants.md").read_text().split("## Skipping a layer")[1].split("\n## ")[0]
+    assert "| FULL (zoo) | 2 |" in table and "| retnet | 2 |" in table and "quad1" not in table
     assert "## Against FULL by σ" in (out / "variants.md").read_text()
     gates = cells["retnet"]["gates"]  # γ per layer and head: the exported best seed's own decays
     for l, block in enumerate(exported.blocks):
