@@ -156,6 +156,7 @@ def test_views_are_registered_in_order():
         "family_gates",
         "family_by_sigma",
         "family_lambda",
+        "family_skip",
         "training_curves",
         "drift",
     ]

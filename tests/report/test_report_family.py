@@ -12,6 +12,7 @@ from interp.report import figures
 from interp.report.data import FAMILY_STUDY, DriftCurves, ReportData, Settings, family_study
 
 VIEWS = ("family_loss", "family_readout", "family_weights", "family_gates", "family_by_sigma", "family_lambda")
+VIEWS += ("family_skip",)
 
 
 def lam(by_sigma, relerr=0.1):
@@ -111,6 +112,42 @@ def test_every_view_draws_one_panel_per_prior():
         ("retnet (L=4), layer 4", "solid", 0.53),
     }
     assert len(weights.data) == 8 and "fit residual 0.04" in weights.data[-1].hovertemplate
+
+
+def skip(loss, skipped, blowups=None):
+    """A layer_skip place record (experiments/family.py): the model's loss and each skipped layer's (None: blown)."""
+    return {"loss": loss, "skipped": skipped, "blowups": blowups or [0 if v is not None else 3 for v in skipped]}
+
+
+def test_the_skip_view_draws_each_layers_worth_beside_full_on_the_prior_and_at_sigma_zero():
+    full2, full4 = skip(0.2, [None, 0.8]), skip(0.05, [None, None, 0.3, 0.2])
+    cells = [
+        cell("uniform:5", "delta", 2, 0.2)
+        | {"layer_skip": {"prior": skip(0.2, [2.0, 1.0]), "noise_free": skip(0.5, [1.0, 2.5]), "full_prior": full2}},
+        cell("uniform:5", "delta", 4, 0.1)
+        | {"layer_skip": {"prior": skip(0.1, [None, 0.2, 0.4, 0.1]), "full_prior": full4}},
+        cell("uniform:5", "lsa_quad1", 2, 0.1) | {"quad": 1.0, "layer_skip": {"prior": skip(0.1, [0.5, 0.5])}},
+        cell("categorical:1,3", "causal", 2, 0.3),
+    ]
+    drawn = panels({"cells": cells})
+    assert [p.id for p in drawn if p.id.startswith("family-skip")] == ["family-skip-uniform5"]  # none on {1,3}
+    fig = next(p.figure for p in drawn if p.id == "family-skip-uniform5")
+    traces = {(t.name, t.xaxis): (list(t.y), list(t.marker.symbol), t.visible) for t in fig.data}
+    blown = figures.family.BLOWN
+    assert traces == {
+        ("FULL (zoo, L=2)", "x"): ([blown, pytest.approx(4.0)], ["x", "circle"], True),
+        ("FULL (zoo, L=4)", "x"): (
+            [blown, blown, pytest.approx(6.0), pytest.approx(4.0)],
+            ["x", "x", "circle", "circle"],
+            True,
+        ),
+        ("delta (L=2)", "x"): ([10.0, 5.0], ["circle"] * 2, "legendonly"),  # not its deepest cell: hidden
+        ("delta (L=2)", "x2"): ([2.0, 5.0], ["circle"] * 2, "legendonly"),  # at σ = 0
+        ("delta (L=4)", "x"): ([blown, 2.0, 4.0, 1.0], ["x", "circle", "circle", "circle"], True),
+    }  # the quadratic task's cell is left out
+    hover = next(t for t in fig.data if t.name == "delta (L=4)").customdata
+    assert list(hover) == ["blows up (3 sequences beyond 100·d)", "× 2", "× 4", "× 1"]
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis2.type == "log"
 
 
 def gates(gate, L, low, high, first=True):

@@ -12,7 +12,8 @@ import, in the order of the modules imported here, which is the order of the rep
 - `variants`: the variants study (FFN, softmax and kernel attention) beside the models: each layer's distance from
   Theorem 4.1's implicit linear model, loss vs layers;
 - `family`: the linear-attention family study beside the models: loss vs layers per variant, each layer's readout gap,
-  the gates' token weights against position and σ, each variant against FULL by σ;
+  the gates' token weights against position and σ, each variant against FULL by σ, its implied ridge λ, each layer
+  skipped in turn;
 - `training`: training and drift curves.
 """
 
@@ -49,6 +50,7 @@ from interp.report.figures.family import (
     family_lambda,
     family_loss,
     family_readout,
+    family_skip,
     family_weights,
 )
 
@@ -71,6 +73,7 @@ __all__ = [
     "family_lambda",
     "family_loss",
     "family_readout",
+    "family_skip",
     "family_weights",
     "full_fits",
     "heatmaps",

@@ -1,6 +1,7 @@
 """The linear-attention family side by side (experiments/family.py, docs/variants.md): adjusted loss against layers per
 variant, each layer's readout gap, the gates' token weights ω_j against position and σ and the values the gates take,
-each variant's paired difference from FULL by σ and its implied ridge λ by σ. Drawn only where the report's models sit
+each variant's paired difference from FULL by σ, its implied ridge λ by σ and what each layer is worth (each skipped in
+turn). Drawn only where the report's models sit
 beside a family study (<their folder's parent>/family/summary.json: interp.report.data)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import plotly.graph_objects as go
 from interp.evaluate import TABLE1_COLUMNS
 from interp.render import number
 from interp.report.data import ReportData
-from interp.report.figures.base import _axes, _subplots, view
+from interp.report.figures.base import _axes, _pos, _subplots, view
 from interp.tasks import prior_slug
 
 FLOOR = 1e-18  # a readout gap at rounding is drawn here on the log axis
@@ -297,4 +298,73 @@ def family_lambda(data: ReportData, item) -> go.Figure:
                        hovertemplate="λ = σ² = %{y:.4g} at σ = %{x:.3g}<extra></extra>")
         )  # fmt: skip
     _axes(fig, "σ", "implied ridge λ (median)", ylog=True)
+    return fig
+
+
+BLOWN = 1e4  # a skipped layer after which some sequence blows up is drawn here (a cross) on the log axis
+SKIP_PLACES = (("prior", "on the prior"), ("noise_free", "at σ = 0 (½ MSE)"))
+
+
+def _skip_cell(cell: dict) -> bool:
+    return "layer_skip" in cell and not cell.get("quad")
+
+
+def _skip_curve(skip: dict) -> tuple[list, list, list]:
+    """(y, marker symbols, hover notes) of one layer_skip record: each skipped layer's loss over the model's own."""
+    y, symbols, notes = [], [], []
+    for value, blown in zip(skip["skipped"], skip["blowups"]):
+        ratio = None if value is None else value / skip["loss"]
+        y.append(BLOWN if value is None else _pos(ratio))
+        symbols.append("x" if value is None else "circle")
+        notes.append(f"blows up ({blown} sequences beyond 100·d)" if value is None else f"× {number(ratio, 3)}")
+    return y, symbols, notes
+
+
+@view(
+    lambda data, item: f"family-skip-{prior_slug(item[0])}",
+    lambda data, item: f"The linear-attention family on {item[0]}: what each layer is worth",
+    section="probes",
+    height=440,
+    probed=False,
+    each=_priors_where(_skip_cell),
+    caption=(
+        "Each layer of a cell's best seed skipped in turn (its residual update removed, attention and FFN alike: "
+        "interp.evaluate.skipped_layer_predictor): the loss then over the model's own, log y; left on the prior's "
+        "sequences, right on the same sequences at σ = 0 (a prior whose σ reaches 0). A ratio near 1 (the grey line) "
+        f"is a layer the model does not use there; a cross at {BLOWN:.0e}: some sequence blows up. Grey: the Table 1 "
+        "zoo's FULL of each depth. Dotted: 2 layers, dashed: 4, solid: 7; the deepest cell of each variant is shown, "
+        "the others start hidden (experiments/results/variants.md, Skipping a layer)."
+    ),
+)
+def family_skip(data: ReportData, item) -> go.Figure:
+    _, cells = item
+    colors = _colors(cells)
+    rows = sorted((c for c in cells if _skip_cell(c)), key=lambda c: (c["variant"], c["layers"]))
+    deepest = {c["variant"]: c["layers"] for c in rows}  # sorted by depth: the last one wins
+    curves = []
+    for L in sorted({c["layers"] for c in rows}):
+        full = next(c["layer_skip"] for c in rows if c["layers"] == L)
+        curves.append((f"FULL (zoo, L={L})", {k: full.get(f"full_{k}") for k, _ in SKIP_PLACES}, "#999999", L, True))
+    for c in rows:
+        shown = c["layers"] == deepest[c["variant"]]
+        skip = {k: c["layer_skip"].get(k) for k, _ in SKIP_PLACES}
+        curves.append((f"{c['variant']} (L={c['layers']})", skip, colors[c["variant"]], c["layers"], shown))
+    fig = _subplots(2, titles=[title for _, title in SKIP_PLACES], horizontal_spacing=0.1)
+    for name, skip, color, L, shown in curves:
+        for col, (place, title) in enumerate(SKIP_PLACES, start=1):
+            if skip[place] is None:
+                continue
+            y, symbols, notes = _skip_curve(skip[place])
+            fig.add_trace(
+                go.Scatter(
+                    x=list(range(1, L + 1)), y=y, mode="lines+markers", name=name, legendgroup=name,
+                    showlegend=col == 1, marker=dict(symbol=symbols, size=8), customdata=notes,
+                    line=dict(color=color, dash=DASH.get(L, "solid")), visible=True if shown else "legendonly",
+                    hovertemplate=f"{name}, layer %{{x}} skipped {title}: %{{customdata}}<extra></extra>",
+                ),
+                row=1, col=col,
+            )  # fmt: skip
+    for col in (1, 2):
+        fig.add_hline(y=1, line=dict(color="#888", width=1), row=1, col=col)
+        _axes(fig, "layer l skipped", "loss ÷ the model's own", row=1, col=col, ylog=True, dtick=1)
     return fig
