@@ -243,9 +243,13 @@ def family_by_sigma(data: ReportData, item) -> go.Figure:
     return fig
 
 
-def _lambda_cell(cell: dict) -> bool:
-    """A cell of the paper's task with its implied ridge λ (the quadratic task's Bayes predictor is not a ridge)."""
-    return "implied_lambda" in cell and not cell.get("quad")
+def _paper_task_with(key: str):
+    """cell -> whether it is a cell of the paper's task holding `key` (the quadratic task's cells are left out: its
+    Bayes predictor is not a ridge, and the study reads its layers on the paper's task only)."""
+    return lambda cell: key in cell and not cell.get("quad")
+
+
+_lambda_cell = _paper_task_with("implied_lambda")
 
 
 SHOWN_RELERR = 0.3  # a cell whose w^L is further than this from its nearest ridge solution starts hidden
@@ -305,8 +309,7 @@ BLOWN = 1e4  # a skipped layer after which some sequence blows up is drawn here 
 SKIP_PLACES = (("prior", "on the prior"), ("noise_free", "at σ = 0 (½ MSE)"))
 
 
-def _skip_cell(cell: dict) -> bool:
-    return "layer_skip" in cell and not cell.get("quad")
+_skip_cell = _paper_task_with("layer_skip")
 
 
 def _skip_curve(skip: dict) -> tuple[list, list, list]:
