@@ -312,3 +312,27 @@ def test_the_family_script_prints_an_undefined_implied_lambda_as_a_dash():
     (text,) = [t for t in family.implied_lambda_tables({("uniform:5", "gla", 7): {"quad": 0.0, "implied_lambda": lam}})
                if "gla" in t]  # fmt: skip
     assert "| gla | 7 | 0.5 | – | – | 0.25 |" in text
+
+
+def test_the_skip_table_gives_each_layers_ratio_and_a_blow_up_as_infinity():
+    """layer_skip_tables: FULL's row once per depth and prior, then the cell's; each skipped layer's loss over the
+    model's own, ∞ where a sequence blew up (None in JSON), "–" at σ = 0 on a prior that does not reach it."""
+    from tests.helpers import experiment_script
+
+    family = experiment_script("family")
+    rec = lambda loss, skipped: {"loss": loss, "skipped": skipped, "blowups": [int(v is None) for v in skipped]}  # noqa: E731
+    cells = {
+        ("uniform:5", "delta", 2): {"quad": 0.0, "layer_skip": {
+            "prior": rec(0.2, [None, 0.5]), "noise_free": rec(0.1, [0.093, 0.7]),
+            "full_prior": rec(0.25, [None, 1.0]), "full_noise_free": rec(0.6, [None, 2.0])}},
+        ("uniform:5", "gla", 2): {"quad": 0.0, "layer_skip": {"prior": rec(0.3, [0.6, 0.9])}},
+        ("uniform:5", "lsa_quad1", 2): {"quad": 1.0, "layer_skip": {"prior": rec(0.1, [0.2, 0.2])}},
+        ("categorical:1,3", "delta", 2): {"quad": 0.0, "layer_skip": {"prior": rec(0.2, [0.4, 0.4])}},
+    }  # fmt: skip
+    cat13, uniform5 = family.layer_skip_tables(cells)[2], family.layer_skip_tables(cells)[6]
+    assert "| FULL (zoo) | 2 | 0.25 | ∞ / 4 | 0.6 | ∞ / 3.3 |" in uniform5
+    assert (
+        "| delta | 2 | 0.2 | ∞ / 2.5 | 0.1 | 0.93 / 7 |" in uniform5 and "| gla | 2 | 0.3 | 2 / 3 | – | – |" in uniform5
+    )
+    assert uniform5.count("FULL (zoo)") == 1 and "quad1" not in uniform5
+    assert "| delta | 2 | 0.2 | 2 / 2 | – | – |" in cat13 and "FULL" not in cat13
