@@ -10,7 +10,8 @@ and prior (TABLE1_ZOO; a missing file leaves the pair out), within σ groups and
 noise-free floor), and its ratio to the Bayes floor (interp.baselines.Bayes);
 then on the best seed the per-layer linearity (interp.probes.linearity), the Jacobian readout's gap and, for decays and
 gates, the token weights ω_j against position and σ (interp.probes.readout.token_weights) and the values the gates
-take (gate_values), DeltaNet's w^l against LMS and RLS, and Theorem 4.2's cosine per layer. Writes
+take (gate_values), DeltaNet's w^l against LMS and RLS, and Theorem 4.2's cosine per layer; and on the first SKIP_SEQ
+sequences, each layer of the best seed and of FULL skipped in turn (layer_skip), on the prior and at σ = 0. Writes
 experiments/results/variants.md and .json, and exports each cell's best seed to
 experiments/zoo/family/<prior>/<variant><L>.safetensors (Run.export) for the report.
 
@@ -285,7 +286,7 @@ def implied_lambda_tables(cells: dict) -> list[str]:
 
 
 SKIPPING = (
-    f"Each layer of a cell's best seed skipped in turn (its residual update removed, attention and FFN alike: "
+    "Each layer of a cell's best seed skipped in turn (its residual update removed, attention and FFN alike: "
     f"interp.evaluate.skipped_layer_predictor), on the first {SKIP_SEQ} sequences of the evaluation: the model's "
     "adjusted loss, then its loss with layer l skipped over that loss, l = 1..L separated by `/` (∞: some sequence "
     "blows up, beyond 100·d); on the prior and at σ = 0 (½ MSE; a prior whose σ reaches 0). FULL is the Table 1 "

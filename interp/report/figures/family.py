@@ -1,8 +1,8 @@
 """The linear-attention family side by side (experiments/family.py, docs/variants.md): adjusted loss against layers per
 variant, each layer's readout gap, the gates' token weights ω_j against position and σ and the values the gates take,
 each variant's paired difference from FULL by σ, its implied ridge λ by σ and what each layer is worth (each skipped in
-turn). Drawn only where the report's models sit
-beside a family study (<their folder's parent>/family/summary.json: interp.report.data)."""
+turn). Drawn only where the report's models sit beside a family study (<their folder's parent>/family/summary.json:
+interp.report.data)."""
 
 from __future__ import annotations
 
