@@ -278,11 +278,22 @@ def sigma_profile(predictors: Predictors, sigmas: Sequence[float], data: EvalSet
 
 def per_layer_loss(model: LinearTransformer, data: "EvalSet | ScoredSet") -> list[LossEstimate]:
     """Adjusted loss of the prediction −y_query after K = 0..L layers of an L-layer model (README, Conventions)."""
+    return _loss_rows(model, data, per_layer_predictor)
+
+
+def skipped_layer_loss(model: LinearTransformer, data: "EvalSet | ScoredSet") -> list[LossEstimate]:
+    """[L]: adjusted loss of the model with layer l skipped (skipped_layer_predictor); the median and the worst
+    sequence say when a few sequences that blow up without that layer dominate the mean."""
+    return _loss_rows(model, data, skipped_layer_predictor)
+
+
+def _loss_rows(model, data, predictor: Callable) -> list[LossEstimate]:
+    """One LossEstimate per row of predictor(model)'s [rows, batch] prediction, on `data`."""
     _check_model(model)
     _check_data(data)
     if _data_d(data) not in (None, model.cfg.d):
         raise InvalidArgument(f"model: the model has d = {model.cfg.d} but the evaluation set d = {_data_d(data)}")
-    diff = adjusted_losses({"model": per_layer_predictor(model)}, data)["model"]
+    diff = adjusted_losses({"model": predictor(model)}, data)["model"]
     return [LossEstimate.of(row) for row in diff]
 
 

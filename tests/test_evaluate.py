@@ -20,6 +20,7 @@ from interp.evaluate import (
     precise,
     sigma_grid,
     sigma_profile,
+    skipped_layer_loss,
     skipped_layer_predictor,
 )
 from interp.model import LinearTransformer
@@ -196,6 +197,11 @@ def test_skipping_a_diag_layer_is_setting_its_omegas_to_zero():
         assert (want - model(batch.tokens)).abs().max() > 1e-3  # the layer matters
         torch.testing.assert_close(skipped[layer], want, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(_skipped(model, batch), skipped, rtol=0, atol=0)  # no hook state carried over
+    data = EvalSet("uniform:1", d=4, n=8, n_seq=64)
+    for layer, est in enumerate(skipped_layer_loss(model, data)):  # the same through skipped_layer_loss
+        zeroed = omega.clone()
+        zeroed[layer] = 0.0
+        assert est.mean == pytest.approx(adjusted_loss(LinearTransformer.from_omegas(zeroed, 4), data).mean, rel=1e-12)
 
 
 def test_skipping_a_delta_layer_is_beta_zero_and_an_ffn_layer_is_zero_weights():

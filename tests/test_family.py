@@ -68,7 +68,7 @@ def test_the_quadratic_task_adds_c_x1_squared_minus_one_to_every_label():
     assert "quad" not in TrainConfig().to_dict() and TrainConfig(quad=0.5).to_dict()["quad"] == 0.5
 
 
-def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
+def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path, capsys):
     """Two tiny runs of the sweep (a RetNet on the paper's task, FULL + quadratic FFN on the quadratic one), then
     experiments/family.py: one cell each, the best seed exported, the readout exact on the RetNet."""
     from interp import load
@@ -167,6 +167,8 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     quad = next(p for p in root.iterdir() if "quad1" in p.name)
     assert main(["probe", str(run), str(quad), "--json", str(tmp_path / "p.json"), "--probe-seq", "64"]) == 0
     retnet, lsa_quad = json.loads((tmp_path / "p.json").read_text())["models"]
+    printed = capsys.readouterr().out.split("retnet L=2")[1]
+    assert "l skipped" in printed and f"{retnet['loss_skipped'][0]['mean']:.4g}" in printed
     assert main(["probe", str(run), "--n", "10", "--json", str(tmp_path / "short.json")]) == 2  # n = d: no fit
     model, data = load(run), EvalSet("uniform:5", n_seq=64, seed=0)
     batch = data.draw()
@@ -175,6 +177,10 @@ def test_the_family_script_measures_a_tiny_grid_end_to_end(tmp_path):
     assert retnet["readout"] == want and got_w["residual"] == pytest.approx(want_w["residual"], rel=1e-9)
     assert got_w["by_position"][0] == pytest.approx(want_w["by_position"][0], rel=1e-9, abs=1e-12)
     assert [e["mean"] for e in retnet["loss_per_layer"]] == [e.mean for e in per_layer_loss(model, data)]
+    for layer in range(2):  # each layer skipped: its attention output zeroed by a hook, evaluated apart
+        zero = (f"blocks.{layer}.hook_attn_out", lambda t, hook: torch.zeros_like(t))
+        hooked = lambda b: model.run_with_hooks(b.tokens.to(model.cfg.torch_dtype), fwd_hooks=[zero])  # noqa: E731, B023
+        assert retnet["loss_skipped"][layer]["mean"] == pytest.approx(adjusted_loss(hooked, data).mean, rel=1e-9)
     assert (retnet["family"], retnet["n_layers"], "quad" in retnet) == ("retnet", 2, False)
     assert lsa_quad["quad"] == 1.0 and "token_weights" not in lsa_quad["readout"]
     on_task = EvalSet("uniform:5", n_seq=64, seed=0, quad=1.0)

@@ -141,7 +141,7 @@ def cmd_probe(args) -> int:
 def _family_record(path: str, m, model, data) -> dict:
     """The probe record of a model of the linear-attention family (interp.variants): the adjusted loss after each
     layer and the one readout every model has (interp.probes.readout.readout_summary, docs/probe_schema.md)."""
-    from interp.evaluate import per_layer_loss
+    from interp.evaluate import per_layer_loss, skipped_layer_loss
     from interp.probes.readout import readout_summary
 
     batch = data.draw()
@@ -157,6 +157,7 @@ def _family_record(path: str, m, model, data) -> dict:
         "n_layers": model.cfg.n_layers,
         "n_heads": model.cfg.n_heads,
         "loss_per_layer": [e.to_dict() for e in per_layer_loss(model, data)],
+        "loss_skipped": [e.to_json() for e in skipped_layer_loss(model, data)],  # a blown-up mean: null
         "readout": readout_summary(model, batch.tokens, batch.sigma),
     }
 
@@ -171,7 +172,7 @@ def print_family_table(path: str, step, rec: dict) -> None:
         f"\n{path}: {rec['family']} L={rec['n_layers']} H={rec['n_heads']} step {step}, {count(rec['n_seq'])} "
         f"sequences of {rec['noise']} (seed {rec['seed']}{task})"
     )
-    head = ["l", "adjusted loss", "query lin. resid", "readout gap", "Thm 4.2 |cos|"]
+    head = ["l", "adjusted loss", "l skipped", "query lin. resid", "readout gap", "Thm 4.2 |cos|"]
     weights, ffn, lam = r.get("token_weights"), r.get("ffn_fit"), r.get("implied_lambda")
     if lam:
         head += ["implied λ"]
@@ -184,6 +185,7 @@ def print_family_table(path: str, step, rec: dict) -> None:
         row = [
             str(l),
             _f(rec["loss_per_layer"][l]["mean"], ".4g"),
+            _skipped(rec["loss_skipped"][l - 1]["mean"]),
             _f(lin["query_median"][l], ".1e"),
             _f(r["readout_gap_median"][l], ".1e"),
             _f(r["theorem42_cosine_median"][l], ".3f"),
@@ -211,6 +213,11 @@ def print_family_table(path: str, step, rec: dict) -> None:
             + "; OLS "
             + ", ".join(f"{e:.2g}" for e in dv["ols_error"])
         )
+
+
+def _skipped(mean) -> str:
+    """The adjusted loss with a layer skipped: ∞ where it blew up (a non-finite mean, null in the record)."""
+    return "∞" if mean is None or not math.isfinite(mean) else format(mean, ".4g")
 
 
 def _f(x, fmt: str = ".3g") -> str:
