@@ -157,6 +157,7 @@ def test_views_are_registered_in_order():
         "family_by_sigma",
         "family_lambda",
         "family_skip",
+        "family_lambda_layers",
         "training_curves",
         "drift",
     ]

@@ -12,7 +12,7 @@ from interp.report import figures
 from interp.report.data import FAMILY_STUDY, DriftCurves, ReportData, Settings, family_study
 
 VIEWS = ("family_loss", "family_readout", "family_weights", "family_gates", "family_by_sigma", "family_lambda")
-VIEWS += ("family_skip",)
+VIEWS += ("family_skip", "family_lambda_layers")
 
 
 def lam(by_sigma, relerr=0.1):
@@ -83,7 +83,7 @@ def test_every_view_draws_one_panel_per_prior():
         | {"implied_lambda": lam([None, None], relerr=None) | {"spearman_sigma": [None, None]}},
         quad | {"implied_lambda": lam([5.0, 5.0])},
     ]
-    (fig,) = [p.figure for p in panels({"cells": lams}) if p.id.startswith("family-lambda")]
+    (fig,) = [p.figure for p in panels({"cells": lams}) if p.id == "family-lambda-uniform5"]
     curves = {t.name: (t.visible, list(t.y)) for t in fig.data}
     assert curves == {
         "FULL (zoo, L=2)": (True, [3.0, 8.0]),
@@ -148,6 +148,38 @@ def test_the_skip_view_draws_each_layers_worth_beside_full_on_the_prior_and_at_s
     hover = next(t for t in fig.data if t.name == "delta (L=4)").customdata
     assert list(hover) == ["blows up (3 sequences beyond 100·d)", "× 2", "× 4", "× 1"]
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis2.type == "log"
+
+
+def test_the_lambda_layers_view_draws_each_layers_lambda_at_the_lowest_and_highest_sigma():
+    def by_layer(rows):  # an implied_ridge record with these medians by σ after layers 1..L
+        L1 = len(rows) + 1
+        return {"sigma": [0.5, 2.0, 4.0], "median_by_sigma": [[None] * 3, *rows], "spearman_sigma": [None] * L1,
+                "median_relerr": [None] + [0.1] * (L1 - 1)}  # fmt: skip
+
+    cells = [
+        cell("uniform:5", "delta", 2, 0.2)
+        | {"implied_lambda": by_layer([[5.0, 6.0, 7.0], [0.5, 4.0, 16.0]]),
+           "full_implied_lambda": by_layer([[9.0, 9.0, 9.0], [0.3, 4.0, 15.0]])},
+        cell("uniform:5", "delta", 4, 0.1)
+        | {"implied_lambda": by_layer([[8.0, 8.0, 8.0], [4.0, 5.0, 6.0], [4.0, 6.0, 12.0], [None, 4.0, 16.0]])},
+        cell("uniform:5", "lsa_quad1", 2, 0.1) | {"quad": 1.0, "implied_lambda": by_layer([[1.0] * 3] * 2)},
+        cell("uniform:5", "softmax", 2, 0.5)
+        | {"implied_lambda": by_layer([[20.0] * 3] * 2) | {"median_relerr": [None, 0.5, 0.6]}},
+    ]  # fmt: skip
+    (fig,) = [p.figure for p in panels({"cells": cells}) if p.id.startswith("family-lambda-layers")]
+    traces = {(t.name, t.xaxis): (list(t.y), t.visible) for t in fig.data}
+    assert traces == {
+        ("FULL (zoo, L=2)", "x"): ([9.0, 0.3], True),  # the lowest σ group, layer by layer
+        ("FULL (zoo, L=2)", "x2"): ([9.0, 15.0], True),  # the highest
+        ("delta (L=2)", "x"): ([5.0, 0.5], "legendonly"),  # not the variant's deepest cell: hidden
+        ("delta (L=2)", "x2"): ([7.0, 16.0], "legendonly"),
+        ("delta (L=4)", "x"): ([8.0, 4.0, 4.0, None], True),  # an undefined λ is a gap
+        ("delta (L=4)", "x2"): ([8.0, 6.0, 12.0, 16.0], True),
+        ("softmax (L=2)", "x"): ([20.0, 20.0], "legendonly"),  # far from every ridge solution: hidden
+        ("softmax (L=2)", "x2"): ([20.0, 20.0], "legendonly"),
+    }  # the quadratic task's cell is left out; no FULL of 4 layers in this study
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["σ ≈ 0.50, the lowest group", "σ ≈ 4.00, the highest"] and fig.layout.yaxis2.type == "log"
 
 
 def gates(gate, L, low, high, first=True):

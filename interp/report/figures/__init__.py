@@ -12,8 +12,8 @@ import, in the order of the modules imported here, which is the order of the rep
 - `variants`: the variants study (FFN, softmax and kernel attention) beside the models: each layer's distance from
   Theorem 4.1's implicit linear model, loss vs layers;
 - `family`: the linear-attention family study beside the models: loss vs layers per variant, each layer's readout gap,
-  the gates' token weights against position and σ, each variant against FULL by σ, its implied ridge λ, each layer
-  skipped in turn;
+  the gates' token weights against position and σ, each variant against FULL by σ, its implied ridge λ (of the last
+  layer and of each), each layer skipped in turn;
 - `training`: training and drift curves.
 """
 
@@ -48,6 +48,7 @@ from interp.report.figures.family import (
     family_by_sigma,
     family_gates,
     family_lambda,
+    family_lambda_layers,
     family_loss,
     family_readout,
     family_skip,
@@ -71,6 +72,7 @@ __all__ = [
     "family_by_sigma",
     "family_gates",
     "family_lambda",
+    "family_lambda_layers",
     "family_loss",
     "family_readout",
     "family_skip",

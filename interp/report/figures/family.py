@@ -323,6 +323,24 @@ def _skip_curve(skip: dict) -> tuple[list, list, list]:
     return y, symbols, notes
 
 
+def _per_layer_curves(cells: list, key: str, full_key, near=lambda record: True) -> list:
+    """(name, record, color, L, shown) of a per-layer view: the Table 1 zoo's FULL of each depth in grey (its record
+    full_key(cell), read off the first cell of that depth), then every cell holding `key` in its variant's color, the
+    deepest cell of each variant shown where near(its record) and the others hidden until clicked."""
+    colors = _colors(cells)
+    rows = sorted((c for c in cells if key in c and not c.get("quad")), key=lambda c: (c["variant"], c["layers"]))
+    deepest = {c["variant"]: c["layers"] for c in rows}  # sorted by depth: the last one wins
+    curves = []
+    for L in sorted({c["layers"] for c in rows}):
+        full = full_key(next(c for c in rows if c["layers"] == L))
+        if full is not None:
+            curves.append((f"FULL (zoo, L={L})", full, "#999999", L, True))
+    for c in rows:
+        shown = c["layers"] == deepest[c["variant"]] and near(c[key])
+        curves.append((f"{c['variant']} (L={c['layers']})", c[key], colors[c["variant"]], c["layers"], shown))
+    return curves
+
+
 @view(
     lambda data, item: f"family-skip-{prior_slug(item[0])}",
     lambda data, item: f"The linear-attention family on {item[0]}: what each layer is worth",
@@ -341,21 +359,11 @@ def _skip_curve(skip: dict) -> tuple[list, list, list]:
 )
 def family_skip(data: ReportData, item) -> go.Figure:
     _, cells = item
-    colors = _colors(cells)
-    rows = sorted((c for c in cells if _skip_cell(c)), key=lambda c: (c["variant"], c["layers"]))
-    deepest = {c["variant"]: c["layers"] for c in rows}  # sorted by depth: the last one wins
-    curves = []
-    for L in sorted({c["layers"] for c in rows}):
-        full = next(c["layer_skip"] for c in rows if c["layers"] == L)
-        curves.append((f"FULL (zoo, L={L})", {k: full.get(f"full_{k}") for k, _ in SKIP_PLACES}, "#999999", L, True))
-    for c in rows:
-        shown = c["layers"] == deepest[c["variant"]]
-        skip = {k: c["layer_skip"].get(k) for k, _ in SKIP_PLACES}
-        curves.append((f"{c['variant']} (L={c['layers']})", skip, colors[c["variant"]], c["layers"], shown))
+    full = lambda c: {place: c["layer_skip"].get(f"full_{place}") for place, _ in SKIP_PLACES}  # noqa: E731
     fig = _subplots(2, titles=[title for _, title in SKIP_PLACES], horizontal_spacing=0.1)
-    for name, skip, color, L, shown in curves:
+    for name, skip, color, L, shown in _per_layer_curves(cells, "layer_skip", full):
         for col, (place, title) in enumerate(SKIP_PLACES, start=1):
-            if skip[place] is None:
+            if skip.get(place) is None:
                 continue
             y, symbols, notes = _skip_curve(skip[place])
             fig.add_trace(
@@ -370,4 +378,45 @@ def family_skip(data: ReportData, item) -> go.Figure:
     for col in (1, 2):
         fig.add_hline(y=1, line=dict(color="#888", width=1), row=1, col=col)
         _axes(fig, "layer l skipped", "loss ÷ the model's own", row=1, col=col, ylog=True, dtick=1)
+    return fig
+
+
+@view(
+    lambda data, item: f"family-lambda-layers-{prior_slug(item[0])}",
+    lambda data, item: f"The linear-attention family on {item[0]}: how each layer shrinks, at low and high noise",
+    section="probes",
+    height=440,
+    probed=False,
+    each=_priors_where(_lambda_cell),
+    caption=(
+        "The implied ridge λ of each layer's w^l = ∂ŷ^l/∂x_t (interp.probes.readout.implied_ridge), median over the "
+        "sequences of the lowest σ group (left) and of the highest (right), log y; grey: the Table 1 zoo's FULL of "
+        "each depth on the same sequences. A layer that solves lowers λ at low noise; a layer that only shrinks noisy "
+        "contexts raises it at high noise and leaves it at low noise, the layers the noiseless solve does not use "
+        "(the skip view). Dotted: 2 layers, dashed: 4, solid: 7; the deepest cell of each variant is shown, the "
+        "others, and cells whose w^L is far from every ridge solution (softmax, the kernels), start hidden; the "
+        "quadratic task's cells are left out."
+    ),
+)
+def family_lambda_layers(data: ReportData, item) -> go.Figure:
+    _, cells = item
+    relerr = lambda lam: lam["median_relerr"][-1]  # noqa: E731  None where λ is undefined
+    near = lambda lam: relerr(lam) is not None and relerr(lam) <= SHOWN_RELERR  # noqa: E731  as in family_lambda
+    curves = _per_layer_curves(cells, "implied_lambda", lambda c: c.get("full_implied_lambda"), near)
+    sigma = curves[0][1]["sigma"]
+    ends = [(0, f"σ ≈ {sigma[0]:.2f}, the lowest group"), (len(sigma) - 1, f"σ ≈ {sigma[-1]:.2f}, the highest")]
+    fig = _subplots(2, titles=[title for _, title in ends], horizontal_spacing=0.1)
+    for name, lam, color, L, shown in curves:
+        for col, (group, title) in enumerate(ends, start=1):
+            fig.add_trace(
+                go.Scatter(
+                    x=list(range(1, L + 1)), y=[_pos(row[group]) for row in lam["median_by_sigma"][1:]],
+                    mode="lines+markers", name=name, legendgroup=name, showlegend=col == 1,
+                    line=dict(color=color, dash=DASH.get(L, "solid")), visible=True if shown else "legendonly",
+                    hovertemplate=f"{name}, {title}: λ after layer %{{x}} = %{{y:.4g}}<extra></extra>",
+                ),
+                row=1, col=col,
+            )  # fmt: skip
+    for col in (1, 2):
+        _axes(fig, "layer l", "implied ridge λ (median)", row=1, col=col, ylog=True, dtick=1)
     return fig
