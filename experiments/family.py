@@ -22,6 +22,7 @@ still load through interp.load, and tests/test_variants_zoo.py still pins them).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import platform
@@ -128,12 +129,11 @@ def measure_cell(prior: str, runs: list[Run], eval_seq: int, zoo_out: Path = FAM
         skip_on = {"prior": on_task.replace(n_seq=min(SKIP_SEQ, eval_seq))}
         if reaches_noise_free(prior):
             skip_on["noise_free"] = skip_on["prior"].at_sigma(0.0)
-        out["layer_skip"] = {
-            f"{who}{where}": layer_skip(m, data)
-            for where, data in skip_on.items()
-            for who, m in (("", models[best]), ("full_", predictors.get("full")))
-            if m is not None
-        }
+        out["layer_skip"] = {where: layer_skip(models[best], data) for where, data in skip_on.items()}
+        if zoo["full"].is_file():  # FULL of this depth and prior: the same for every cell beside it, measured once
+            out["layer_skip"] |= {
+                f"full_{where}": full_layer_skip(zoo["full"], data) for where, data in skip_on.items()
+            }
     model = models[best]
     batch = on_task.replace(n_seq=PROBE_SEQ, seed=1).draw()
     out |= readout_summary(model, batch.tokens, batch.sigma)
@@ -156,6 +156,12 @@ def layer_skip(model, data: EvalSet) -> dict:
     blowups = [int((~(row <= cap)).sum()) for row in diffs["skip"]]
     skipped = [None if b else row.mean().item() for row, b in zip(diffs["skip"], blowups)]
     return {"loss": diffs["model"].mean().item(), "skipped": skipped, "blowups": blowups}
+
+
+@functools.cache
+def full_layer_skip(path: Path, data: EvalSet) -> dict:
+    """layer_skip of the Table 1 zoo's FULL at `path` (every cell of its depth and prior reads the same one)."""
+    return layer_skip(load(path), data)
 
 
 def reaches_noise_free(prior: str) -> bool:

@@ -328,7 +328,7 @@ def _per_layer_curves(cells: list, key: str, full_key, near=lambda record: True)
     full_key(cell), read off the first cell of that depth), then every cell holding `key` in its variant's color, the
     deepest cell of each variant shown where near(its record) and the others hidden until clicked."""
     colors = _colors(cells)
-    rows = sorted((c for c in cells if key in c and not c.get("quad")), key=lambda c: (c["variant"], c["layers"]))
+    rows = sorted(filter(_paper_task_with(key), cells), key=lambda c: (c["variant"], c["layers"]))
     deepest = {c["variant"]: c["layers"] for c in rows}  # sorted by depth: the last one wins
     curves = []
     for L in sorted({c["layers"] for c in rows}):
